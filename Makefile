@@ -1,0 +1,54 @@
+# overlaylab. `make run` and `make test` set up everything they need on a fresh machine.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export SPARK_LOCAL_IP ?= 127.0.0.1
+export PYSPARK_PYTHON := $(abspath $(PY))
+
+EXPERIMENT ?= experiments/quickstart.yaml
+BACKEND ?= local
+
+.PHONY: setup run test test-unit test-component proto proto-check bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	@command -v java >/dev/null || { echo "Java 17 is needed for Spark: apt-get install openjdk-17-jre-headless"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test]'
+	touch $@
+
+run: setup
+	$(VENV)/bin/overlaylab run $(EXPERIMENT) --backend $(BACKEND)
+
+test: setup
+	$(PY) -m pytest
+
+test-unit: setup
+	$(PY) -m pytest -m unit
+
+test-component: setup
+	$(PY) -m pytest -m component
+
+# Generated stubs are checked in; regenerate them with the pinned grpcio-tools.
+PROTOS := $(wildcard proto/overlaylab/v1/*.proto)
+GEN := node/_gen
+
+proto: setup
+	rm -rf $(GEN)/overlaylab && mkdir -p $(GEN)
+	$(PY) -m grpc_tools.protoc -I proto --python_out=$(GEN) --pyi_out=$(GEN) --grpc_python_out=$(GEN) $(PROTOS)
+	sed -i -E 's/^from overlaylab\.v1 import/from . import/' $(GEN)/overlaylab/v1/*.py $(GEN)/overlaylab/v1/*.pyi
+	touch $(GEN)/__init__.py $(GEN)/overlaylab/__init__.py $(GEN)/overlaylab/v1/__init__.py
+
+proto-check: proto
+	@git diff --exit-code -- $(GEN) || { echo "generated stubs are stale: run 'make proto' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- $(GEN))" || { echo "untracked generated files: run 'make proto' and commit"; exit 1; }
+
+bench: setup
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,61 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class NodeDescriptor(_message.Message):
+    __slots__ = ("node_id", "addr", "topics", "age")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDR_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    AGE_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    addr: str
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    age: int
+    def __init__(self, node_id: _Optional[int] = ..., addr: _Optional[str] = ..., topics: _Optional[_Iterable[str]] = ..., age: _Optional[int] = ...) -> None: ...
+
+class GossipMessage(_message.Message):
+    __slots__ = ("layer", "sender", "entries", "reply")
+    LAYER_FIELD_NUMBER: _ClassVar[int]
+    SENDER_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    REPLY_FIELD_NUMBER: _ClassVar[int]
+    layer: str
+    sender: NodeDescriptor
+    entries: _containers.RepeatedCompositeFieldContainer[NodeDescriptor]
+    reply: bool
+    def __init__(self, layer: _Optional[str] = ..., sender: _Optional[_Union[NodeDescriptor, _Mapping]] = ..., entries: _Optional[_Iterable[_Union[NodeDescriptor, _Mapping]]] = ..., reply: _Optional[bool] = ...) -> None: ...
+
+class TraceContext(_message.Message):
+    __slots__ = ("trace_id", "span_id")
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SPAN_ID_FIELD_NUMBER: _ClassVar[int]
+    trace_id: bytes
+    span_id: bytes
+    def __init__(self, trace_id: _Optional[bytes] = ..., span_id: _Optional[bytes] = ...) -> None: ...
+
+class EventMessage(_message.Message):
+    __slots__ = ("event_id", "topic", "payload", "hops", "publisher", "sender", "trace")
+    EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    HOPS_FIELD_NUMBER: _ClassVar[int]
+    PUBLISHER_FIELD_NUMBER: _ClassVar[int]
+    SENDER_FIELD_NUMBER: _ClassVar[int]
+    TRACE_FIELD_NUMBER: _ClassVar[int]
+    event_id: str
+    topic: str
+    payload: bytes
+    hops: int
+    publisher: int
+    sender: int
+    trace: TraceContext
+    def __init__(self, event_id: _Optional[str] = ..., topic: _Optional[str] = ..., payload: _Optional[bytes] = ..., hops: _Optional[int] = ..., publisher: _Optional[int] = ..., sender: _Optional[int] = ..., trace: _Optional[_Union[TraceContext, _Mapping]] = ...) -> None: ...
+
+class Ack(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

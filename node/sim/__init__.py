@@ -1,0 +1,5 @@
+"""Deterministic discrete-event simulation of protocol cores (virtual clock, seeded)."""
+
+from .engine import Simulation, SpanColumns
+
+__all__ = ["Simulation", "SpanColumns"]

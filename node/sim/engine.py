@@ -1,0 +1,183 @@
+"""The discrete-event simulator: real protocol cores over a seeded, virtual-time network.
+
+One heap of (time, seq, kind, data) entries; ``seq`` makes the order total, so a run is a pure
+function of its seed. Messages go through the same link rules as the gRPC shell
+(:mod:`node.links`) and, with ``wire_codec`` on, through the real protobuf codec, which catches
+codec drift and gives true byte counts. Every publish and every received copy becomes a span
+record with the fields of the OTLP spans that local peers write (ARCHITECTURE.md, "Traces").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import random
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+
+from node.core.base import Protocol
+from node.core.types import (
+    Action, Deliver, Descriptor, EventMsg, Gossip, Published, RemoteProtocolError, Send, SetTimer,
+)
+from node.links import LinkModel, LinkRule
+from node.transport import codec
+
+_TIMER, _MSG, _CALL = 0, 1, 2
+
+SPAN_FIELDS = (
+    "trace_id", "span_id", "parent_span_id", "name", "time_ns", "node", "from_node",
+    "event_id", "topic", "hops", "first_copy", "subscriber",
+)
+
+
+class SpanColumns:
+    """Span records in columns; ``flush`` hands full chunks to ``sink`` to bound memory."""
+
+    def __init__(self, sink: Callable[[dict[str, list]], None] | None = None, chunk: int = 500_000):
+        self.sink = sink
+        self.chunk = chunk
+        self.columns: dict[str, list] = {f: [] for f in SPAN_FIELDS}
+        self.count = 0
+
+    def add(self, *values) -> None:
+        for f, v in zip(SPAN_FIELDS, values):
+            self.columns[f].append(v)
+        self.count += 1
+        if self.sink is not None and len(self.columns["name"]) >= self.chunk:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.sink is not None and self.columns["name"]:
+            self.sink(self.columns)
+            self.columns = {f: [] for f in SPAN_FIELDS}
+
+
+class Simulation:
+    def __init__(
+        self,
+        *,
+        seed: int,
+        link_rules: Sequence[LinkRule] = (),
+        wire_codec: bool = True,
+        spans: SpanColumns | None = None,
+        validate: bool = False,
+    ) -> None:
+        self.now = 0.0
+        self.nodes: dict[int, Protocol] = {}
+        self.alive: set[int] = set()
+        self.links = LinkModel(list(link_rules), random.Random(f"{seed}:links"))
+        self.wire_codec = wire_codec
+        self.spans = spans if spans is not None else SpanColumns()
+        self.validate = validate
+        self.stats: dict[int, Counter] = {}
+        self._seed = seed
+        self._queue: list[tuple] = []
+        self._seq = 0
+        self._timers: dict[tuple[int, str], float] = {}
+        self._span_seq = 0
+        self._trace_ids: dict[str, str] = {}
+        self.steps = 0
+
+    # --- set-up and scheduling --------------------------------------------------------------
+
+    def add_node(self, core: Protocol) -> None:
+        self.nodes[core.node_id] = core
+        self.stats[core.node_id] = Counter()
+
+    def start_node(self, node_id: int, contacts: Iterable[Descriptor]) -> None:
+        self.alive.add(node_id)
+        self._execute(node_id, self.nodes[node_id].start(self.now, list(contacts)), None)
+
+    def stop_node(self, node_id: int) -> None:
+        """Crash: the node vanishes; messages to it are lost from now on."""
+        self.alive.discard(node_id)
+        for key in [k for k in self._timers if k[0] == node_id]:
+            del self._timers[key]
+
+    def publish(self, node_id: int, topic: str, payload: bytes) -> None:
+        if node_id in self.alive:
+            self._execute(node_id, self.nodes[node_id].publish(topic, payload, self.now), None)
+
+    def call_at(self, at: float, fn: Callable[[], None]) -> None:
+        self._push(at, _CALL, fn)
+
+    def run_until(self, t_end: float, max_steps: int = 10**9) -> None:
+        """Process every entry due before ``t_end``; fail loudly past ``max_steps``."""
+        q = self._queue
+        while q and q[0][0] <= t_end:
+            if self.steps >= max_steps:
+                raise RuntimeError(f"simulation exceeded {max_steps} steps at t={self.now:.3f}s")
+            self.steps += 1
+            at, _, kind, data = heapq.heappop(q)
+            self.now = at
+            if kind == _MSG:
+                self._deliver(*data)
+            elif kind == _TIMER:
+                node_id, name = data
+                if self._timers.get((node_id, name)) == at and node_id in self.alive:
+                    del self._timers[(node_id, name)]
+                    self._execute(node_id, self.nodes[node_id].on_timer(name, at), None)
+            else:
+                data()
+        self.now = max(self.now, t_end)
+
+    # --- internals --------------------------------------------------------------------------
+
+    def _push(self, at: float, kind: int, data) -> None:
+        self._seq += 1
+        heapq.heappush(self._queue, (at, self._seq, kind, data))
+
+    def _deliver(self, src: int, dst: int, msg, parent_span: str | None) -> None:
+        if dst not in self.alive:
+            self.stats[src]["lost_to_dead_peer"] += 1
+            return
+        core = self.nodes[dst]
+        try:
+            actions = core.on_message(src, msg, self.now)
+        except RemoteProtocolError:
+            self.stats[dst]["malformed"] += 1
+            return
+        self._execute(dst, actions, parent_span)
+        if self.validate:
+            core.validate()
+
+    def _execute(self, node_id: int, actions: list[Action], parent_span: str | None) -> None:
+        stats = self.stats[node_id]
+        span = parent_span
+        for a in actions:
+            if isinstance(a, Send):
+                msg = a.msg
+                if isinstance(msg, Gossip):
+                    stats[f"msgs_sent.{msg.layer}"] += 1
+                    stats[f"bytes_sent.{msg.layer}"] += codec.wire_size(msg, node_id)
+                else:
+                    stats["events_sent"] += 1
+                if self.wire_codec:
+                    msg = codec.roundtrip(msg, node_id)
+                delay = self.links.sample(a.dst)
+                if delay is None:
+                    stats["dropped_by_link"] += 1
+                    continue
+                self._push(self.now + delay, _MSG, (node_id, a.dst, msg, span))
+            elif isinstance(a, SetTimer):
+                self._timers[(node_id, a.name)] = a.at
+                self._push(a.at, _TIMER, (node_id, a.name))
+            elif isinstance(a, Deliver):
+                span = self._span(a.event, "receive", node_id, parent_span, a.src, a.first_copy, a.subscriber)
+                stats["events_received"] += 1
+                stats["duplicates"] += not a.first_copy
+            elif isinstance(a, Published):
+                span = self._span(a.event, "publish", node_id, None, None, True, a.event.topic in self.nodes[node_id].topics)
+                stats["events_published"] += 1
+
+    def _span(self, e: EventMsg, name: str, node: int, parent: str | None, src: int | None,
+              first: bool, subscriber: bool) -> str:
+        trace_id = self._trace_ids.get(e.event_id)
+        if trace_id is None:
+            trace_id = hashlib.blake2b(f"{self._seed}:{e.event_id}".encode(), digest_size=16).hexdigest()
+            self._trace_ids[e.event_id] = trace_id
+        self._span_seq += 1
+        span_id = f"{self._span_seq:016x}"
+        self.spans.add(trace_id, span_id, parent, name, round(self.now * 1e9), node, src,
+                       e.event_id, e.topic, e.hops, first, subscriber)
+        return span_id

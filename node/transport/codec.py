@@ -1,0 +1,125 @@
+"""The one mapping between protobuf (``node/_gen``) and core dataclasses (``node/core/types``).
+
+``decode_*`` raise :class:`RemoteProtocolError` for anything a correct peer never sends: bytes
+that do not parse, missing fields, oversized lists or strings. Limits are module constants so the
+shell, the simulator and the tests agree on them.
+"""
+
+from __future__ import annotations
+
+from google.protobuf.message import DecodeError
+
+from node._gen.overlaylab.v1 import control_pb2, peer_pb2
+from node.core.types import (
+    Descriptor, EventMsg, Gossip, LayerSnapshot, Message, NodeSnapshot, RemoteProtocolError,
+)
+
+MAX_MESSAGE_BYTES = 1 << 20
+"""Largest peer message accepted (bytes); larger ones are rejected and counted."""
+MAX_ENTRIES = 256
+MAX_TOPICS = 4096
+MAX_NAME = 256
+"""Longest topic, layer, event id or address (characters)."""
+
+
+def descriptor_to_pb(d: Descriptor) -> peer_pb2.NodeDescriptor:
+    return peer_pb2.NodeDescriptor(node_id=d.node_id, addr=d.addr, topics=sorted(d.topics), age=d.age)
+
+
+def descriptor_from_pb(pb: peer_pb2.NodeDescriptor) -> Descriptor:
+    if len(pb.topics) > MAX_TOPICS:
+        raise RemoteProtocolError(f"descriptor with {len(pb.topics)} topics")
+    _check_names(pb.addr, *pb.topics)
+    return Descriptor(pb.node_id, pb.addr, frozenset(pb.topics), pb.age)
+
+
+def gossip_to_pb(m: Gossip) -> peer_pb2.GossipMessage:
+    return peer_pb2.GossipMessage(
+        layer=m.layer, sender=descriptor_to_pb(m.sender),
+        entries=[descriptor_to_pb(d) for d in m.entries], reply=m.reply,
+    )
+
+
+def gossip_from_pb(pb: peer_pb2.GossipMessage) -> Gossip:
+    if not pb.layer or not pb.HasField("sender"):
+        raise RemoteProtocolError("gossip message without layer or sender")
+    if len(pb.entries) > MAX_ENTRIES:
+        raise RemoteProtocolError(f"gossip message with {len(pb.entries)} entries")
+    _check_names(pb.layer)
+    return Gossip(
+        pb.layer, descriptor_from_pb(pb.sender),
+        tuple(descriptor_from_pb(d) for d in pb.entries), pb.reply,
+    )
+
+
+def event_to_pb(m: EventMsg, sender: int, trace_id: bytes = b"", span_id: bytes = b"") -> peer_pb2.EventMessage:
+    return peer_pb2.EventMessage(
+        event_id=m.event_id, topic=m.topic, payload=m.payload, hops=m.hops,
+        publisher=m.publisher, sender=sender,
+        trace=peer_pb2.TraceContext(trace_id=trace_id, span_id=span_id),
+    )
+
+
+def event_from_pb(pb: peer_pb2.EventMessage) -> EventMsg:
+    if not pb.event_id or not pb.topic or pb.hops < 1:
+        raise RemoteProtocolError("event without id or topic, or with hop count 0")
+    _check_names(pb.event_id, pb.topic)
+    return EventMsg(pb.event_id, pb.topic, pb.payload, pb.publisher, pb.hops)
+
+
+def to_pb(m: Message, sender: int) -> peer_pb2.GossipMessage | peer_pb2.EventMessage:
+    return gossip_to_pb(m) if isinstance(m, Gossip) else event_to_pb(m, sender)
+
+
+def parse(pb_class: type, data: bytes):
+    """Parse ``data`` as ``pb_class``, enforcing the size limit."""
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise RemoteProtocolError(f"message of {len(data)} bytes exceeds {MAX_MESSAGE_BYTES}")
+    msg = pb_class()
+    try:
+        msg.ParseFromString(data)
+    except DecodeError as e:
+        raise RemoteProtocolError(f"undecodable {pb_class.__name__}: {e}") from None
+    return msg
+
+
+def wire_size(m: Message, sender: int) -> int:
+    return to_pb(m, sender).ByteSize()
+
+
+def roundtrip(m: Message, sender: int) -> Message:
+    """Encode and decode ``m`` as the wire would (the simulator's codec check)."""
+    pb = to_pb(m, sender)
+    data = pb.SerializeToString()
+    if isinstance(m, Gossip):
+        return gossip_from_pb(parse(peer_pb2.GossipMessage, data))
+    return event_from_pb(parse(peer_pb2.EventMessage, data))
+
+
+def snapshot_to_pb(s: NodeSnapshot) -> control_pb2.Snapshot:
+    return control_pb2.Snapshot(
+        node_id=s.node_id, topics=s.topics,
+        layers=[
+            control_pb2.LayerLinks(
+                layer=layer.layer, neighbours=layer.neighbours,
+                per_topic={t: control_pb2.NodeList(nodes=ns) for t, ns in layer.per_topic.items()},
+            )
+            for layer in s.layers
+        ],
+    )
+
+
+def snapshot_from_pb(pb: control_pb2.Snapshot) -> NodeSnapshot:
+    return NodeSnapshot(
+        pb.node_id, list(pb.topics),
+        [
+            LayerSnapshot(l.layer, list(l.neighbours), {t: list(ns.nodes) for t, ns in l.per_topic.items()})
+            for l in pb.layers
+        ],
+    )
+
+
+def _check_names(*names: str) -> None:
+    for name in names:
+        if len(name) > MAX_NAME:
+            raise RemoteProtocolError(f"string of {len(name)} characters (limit {MAX_NAME})")
