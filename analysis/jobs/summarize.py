@@ -1,0 +1,144 @@
+"""The run analysis: traces + plans of one run directory -> metrics, summary.json, report.html.
+
+Run it with ``overlaylab analyze RUN_DIR`` (local[*] Spark), or on any Spark master:
+
+    spark-submit --master <url> -m analysis.jobs.summarize RUN_DIR   (or pass the file path)
+
+``main()`` is the only place that builds the session; ``run()`` reads, ``analysis.metrics`` and
+``analysis.overlay`` compute, and the writers at the end write ``metrics/*.parquet``,
+``summary.json`` (METRICS.md's contract) and ``report.html``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import yaml
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from .. import metrics as m
+from .. import overlay, report, schemas
+from ..spark import get_spark
+
+QUANTILES = [0.5, 0.9, 0.99]
+
+
+def load_spans(spark: SparkSession, traces: Path) -> DataFrame:
+    """Every trace form in ``traces/`` (OTLP JSON lines, simulator Parquet) as one flat table."""
+    parts = []
+    if any(traces.glob("*.jsonl")):
+        raw = spark.read.schema(schemas.OTLP_TRACES).json(str(traces / "*.jsonl"))
+        parts.append(m.normalize_otlp(raw))
+    if (traces / "spans.parquet").exists():
+        parts.append(spark.read.schema(schemas.SPANS).parquet(str(traces / "spans.parquet")))
+    if not parts:
+        raise FileNotFoundError(f"no traces in {traces}")
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.unionByName(p)
+    return out.select(*schemas.SPANS.fieldNames())
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def run(run_dir: str | Path, spark: SparkSession | None = None) -> dict:
+    rd = Path(run_dir)
+    spark = spark or get_spark()
+    meta = json.loads((rd / "run.json").read_text())
+    settings = (yaml.safe_load((rd / "experiment.yaml").read_text()) or {}).get("analysis", {})
+    window_s = settings.get("delivery_window_s")
+    join_warmup_ns = round(settings.get("join_warmup_s", 0.0) * 1e9)
+    end_ns = meta["ended_ns"]
+
+    spans = load_spans(spark, rd / "traces").cache()
+    subs = spark.read.schema(schemas.SUBSCRIPTIONS).json(str(rd / "subscriptions.jsonl"))
+    timeline = spark.read.schema(schemas.TIMELINE).json(str(rd / "timeline.jsonl"))
+    pubs = m.publications(spans, round(window_s * 1e9) if window_s else None, end_ns).cache()
+    expected = m.expected_receivers(pubs, subs, m.alive_intervals(timeline, end_ns), join_warmup_ns)
+    dels = m.deliveries(expected, pubs, m.first_copies(spans)).cache()
+    events = m.per_event(dels, pubs).cache()
+
+    (rd / "metrics").mkdir(exist_ok=True)
+    dels.write.mode("overwrite").parquet(str(rd / "metrics" / "deliveries.parquet"))
+    events.write.mode("overwrite").parquet(str(rd / "metrics" / "events.parquet"))
+
+    snapshots = _read_jsonl(rd / "snapshots.jsonl")
+    stats = _read_jsonl(rd / "stats.jsonl")
+    subscriptions = {r["node"]: r["topics"] for r in _read_jsonl(rd / "subscriptions.jsonl")}
+    summary = summarize(meta, spans, dels, events, snapshots, stats, subscriptions)
+    summary["plots"] = report.write(rd, summary, latency_cdf(dels), _rows(m.hop_histogram(dels)), events)
+    (rd / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
+    report.write_html(rd, summary)
+    return summary
+
+
+def _rows(df: DataFrame) -> list[dict]:
+    return [r.asDict() for r in df.collect()]
+
+
+def latency_cdf(dels: DataFrame) -> list[float]:
+    row = m.quantiles(dels, "latency_ms", [i / 100 for i in range(101)]).first()
+    return list(row["q"]) if row and row["q"] else []
+
+
+def summarize(meta: dict, spans: DataFrame, dels: DataFrame, events: DataFrame,
+              snapshots: list[dict], stats: list[dict], subscriptions: dict) -> dict:
+    tot = dels.agg(F.count("*").alias("x"), F.sum(F.col("delivered").cast("long")).alias("d")).first()
+    ev = events.agg(
+        F.count("*").alias("events"),
+        F.count("hit_ratio").alias("with_receivers"),
+        F.mean("hit_ratio").alias("mean"),
+        F.sum((F.col("hit_ratio") == 1.0).cast("long")).alias("complete"),
+    ).first()
+    lat = m.quantiles(dels, "latency_ms", QUANTILES).first()
+    hops = m.quantiles(dels, "hops", QUANTILES).first()
+    cp = m.copies(spans).first()
+    counts = spans.groupBy("name").count().collect()
+    by_name = {r["name"]: r["count"] for r in counts}
+    totals = overlay.counter_totals(stats, ["spans_dropped", "malformed", "send_failed", "dropped_by_link",
+                                            "lost_to_dead_peer"])
+    duration_s = (meta["ended_ns"] - meta["started_ns"]) / 1e9
+
+    def q(row, i):
+        return float(row["q"][i]) if row and row["q"] else None
+
+    return {
+        "run_id": meta["run_id"], "backend": meta["backend"], "protocol": meta["protocol"],
+        "seed": meta["seed"], "nodes": meta["nodes"], "topics": meta["topics"],
+        "events": ev["events"],
+        "expected_receivers": tot["x"], "deliveries": tot["d"] or 0,
+        "hit_ratio": (tot["d"] / tot["x"]) if tot["x"] else None,
+        "hit_ratio_mean_per_event": ev["mean"],
+        "complete_event_ratio": (ev["complete"] / ev["with_receivers"]) if ev["with_receivers"] else None,
+        "latency_ms": {"p50": q(lat, 0), "p90": q(lat, 1), "p99": q(lat, 2),
+                       "max": float(lat["max"]) if lat and lat["max"] is not None else None},
+        "hops": {"mean": float(hops["mean"]) if hops and hops["mean"] is not None else None,
+                 "p50": q(hops, 0), "p99": q(hops, 2),
+                 "max": int(hops["max"]) if hops and hops["max"] is not None else None},
+        "duplication_factor": (cp["copies"] / cp["receipts"]) if cp["receipts"] else None,
+        "relay_ratio": (cp["relay_copies"] / cp["copies"]) if cp["copies"] else None,
+        "degree": overlay.degrees(snapshots),
+        "topic_connectivity": overlay.topic_connectivity(snapshots, subscriptions),
+        "overhead": overlay.overhead(stats, duration_s, meta["cycle_s"]),
+        "spans": {"publish": by_name.get("publish", 0), "receive": by_name.get("receive", 0),
+                  "dropped": totals.pop("spans_dropped")},
+        "errors": totals,
+        "protocol_metrics": {},
+        "fidelity": {},
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        raise SystemExit("usage: summarize.py RUN_DIR")
+    print(json.dumps(run(args[0]), indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""Pure DataFrame -> DataFrame transforms, one per metric of METRICS.md.
+
+Inputs are the normalised span table (``schemas.SPANS``), subscriptions and the timeline. Times
+are nanoseconds on the run's clock (wall clock for local peers, virtual for sim).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+
+def normalize_otlp(raw: DataFrame) -> DataFrame:
+    """OTLP JSON lines (``schemas.OTLP_TRACES``) -> the flat span table (``schemas.SPANS``)."""
+    spans = (
+        raw.select(F.explode("resourceSpans").alias("rs"))
+        .select(F.explode("rs.scopeSpans").alias("ss"))
+        .select(F.explode("ss.spans").alias("s"))
+    )
+    value = lambda a: F.coalesce(  # noqa: E731
+        a["value"]["stringValue"], a["value"]["intValue"],
+        a["value"]["boolValue"].cast("string"), a["value"]["doubleValue"].cast("string"),
+    )
+    attrs = F.map_from_entries(F.transform("s.attributes", lambda a: F.struct(a["key"], value(a))))
+    with_attrs = spans.select("s.traceId", "s.spanId", "s.parentSpanId", "s.name", "s.startTimeUnixNano",
+                              attrs.alias("a"))
+    a = F.col("a")
+    return with_attrs.where(F.col("name").isin("publish", "receive")).select(
+        F.col("traceId").alias("trace_id"),
+        F.col("spanId").alias("span_id"),
+        F.when(F.col("parentSpanId") != "", F.col("parentSpanId")).alias("parent_span_id"),
+        F.col("name"),
+        F.col("startTimeUnixNano").cast("long").alias("time_ns"),
+        a["pubsub.node"].cast("long").alias("node"),
+        a["pubsub.from"].cast("long").alias("from_node"),
+        a["pubsub.event_id"].alias("event_id"),
+        a["pubsub.topic"].alias("topic"),
+        a["pubsub.hops"].cast("int").alias("hops"),
+        (a["pubsub.first_copy"] == "true").alias("first_copy"),
+        (a["pubsub.subscriber"] == "true").alias("subscriber"),
+    )
+
+
+def alive_intervals(timeline: DataFrame, end_ns: int) -> DataFrame:
+    """(node, join_ns, leave_ns): each join paired with the node's next leave or crash."""
+    joins = timeline.where(F.col("kind") == "join").select("node", F.col("t_ns").alias("join_ns"))
+    exits = timeline.where(F.col("kind").isin("leave", "crash")).select("node", F.col("t_ns").alias("exit_ns"))
+    return (
+        joins.join(exits, (joins.node == exits.node) & (exits.exit_ns >= joins.join_ns), "left")
+        .groupBy(joins.node, "join_ns")
+        .agg(F.min("exit_ns").alias("leave_ns"))
+        .select("node", "join_ns", F.coalesce("leave_ns", F.lit(end_ns)).alias("leave_ns"))
+    )
+
+
+def publications(spans: DataFrame, window_ns: int | None, end_ns: int) -> DataFrame:
+    """(event_id, topic, publisher, t0_ns, window_end_ns) of every publish span."""
+    end: Column = F.col("time_ns") + F.lit(window_ns) if window_ns is not None else F.lit(end_ns)
+    return spans.where(F.col("name") == "publish").select(
+        "event_id", "topic", F.col("node").alias("publisher"), F.col("time_ns").alias("t0_ns"),
+        end.alias("window_end_ns"),
+    )
+
+
+def expected_receivers(pubs: DataFrame, subscriptions: DataFrame, intervals: DataFrame,
+                       join_warmup_ns: int = 0) -> DataFrame:
+    """X(e): subscribers of the topic alive (and warmed up) for the whole window, minus the publisher."""
+    subs = subscriptions.select("node", F.explode("topics").alias("topic"))
+    return (
+        pubs.join(subs, "topic")
+        .where(F.col("node") != F.col("publisher"))
+        .join(intervals, "node")
+        .where((F.col("join_ns") + F.lit(join_warmup_ns) <= F.col("t0_ns"))
+               & (F.col("leave_ns") >= F.col("window_end_ns")))
+        .select("event_id", "node")
+        .distinct()
+    )
+
+
+def first_copies(spans: DataFrame) -> DataFrame:
+    """(event_id, node, time_ns, hops) of the first copy each node received of each event."""
+    return (
+        spans.where(F.col("name") == "receive")
+        .groupBy("event_id", "node")
+        .agg(F.min_by(F.struct("time_ns", "hops"), "time_ns").alias("f"))
+        .select("event_id", "node", "f.time_ns", "f.hops")
+    )
+
+
+def deliveries(expected: DataFrame, pubs: DataFrame, firsts: DataFrame) -> DataFrame:
+    """(event_id, node, delivered, latency_ms, hops) for every expected receiver."""
+    d = (
+        expected.join(pubs.select("event_id", "t0_ns", "window_end_ns"), "event_id")
+        .join(firsts, ["event_id", "node"], "left")
+    )
+    delivered = F.col("time_ns").isNotNull() & (F.col("time_ns") <= F.col("window_end_ns"))
+    return d.select(
+        "event_id", "node", delivered.alias("delivered"),
+        F.when(delivered, (F.col("time_ns") - F.col("t0_ns")) / 1e6).alias("latency_ms"),
+        F.when(delivered, F.col("hops")).alias("hops"),
+    )
+
+
+def per_event(dels: DataFrame, pubs: DataFrame) -> DataFrame:
+    """Per event: expected, delivered, hit ratio and the time to reach 50/90/99/100% of X(e).
+    Events with no expected receiver have a null hit ratio."""
+    agg = dels.groupBy("event_id").agg(
+        F.count("*").alias("expected"),
+        F.sum(F.col("delivered").cast("long")).alias("delivered"),
+        F.sort_array(F.collect_list("latency_ms")).alias("lat"),
+    )
+    out = pubs.select("event_id", "topic", "publisher", "t0_ns").join(agg, "event_id", "left").fillna(0, ["expected", "delivered"])
+    cols = [F.when(F.col("expected") > 0, F.col("delivered") / F.col("expected")).alias("hit_ratio")]
+    for q in (50, 90, 99, 100):
+        k = F.ceil(F.col("expected") * q / 100).cast("int")
+        cols.append(F.when((F.col("expected") > 0) & (F.size("lat") >= k), F.element_at("lat", k)).alias(f"t{q}_ms"))
+    return out.select("event_id", "topic", "publisher", "t0_ns", "expected", "delivered", *cols)
+
+
+def copies(spans: DataFrame) -> DataFrame:
+    """One row: total copies received, distinct (event, node) receipts, copies at non-subscribers."""
+    r = spans.where(F.col("name") == "receive")
+    return r.agg(
+        F.count("*").alias("copies"),
+        F.count_distinct("event_id", "node").alias("receipts"),
+        F.sum((~F.col("subscriber")).cast("long")).alias("relay_copies"),
+    )
+
+
+def hop_histogram(dels: DataFrame) -> DataFrame:
+    return dels.where("delivered").groupBy("hops").count().orderBy("hops")
+
+
+def quantiles(dels: DataFrame, column: str, qs: list[float]) -> DataFrame:
+    """One row, one array column ``q``: exact quantiles of ``column`` over delivered copies."""
+    return dels.where("delivered").agg(F.percentile(column, qs).alias("q"), F.max(column).alias("max"),
+                                       F.mean(column).alias("mean"))

@@ -1,0 +1,77 @@
+"""Overlay shape from snapshots and overhead from counters (small tables: plain Python + networkx)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import networkx as nx
+import numpy as np
+
+
+def degrees(snapshot_rows: list[dict]) -> dict:
+    """Out-, in- and undirected degree over the union of all layers' links (METRICS.md)."""
+    out: dict[int, set[int]] = defaultdict(set)
+    nodes = {r["node"] for r in snapshot_rows}
+    for r in snapshot_rows:
+        out[r["node"]].update(n for n in r["neighbours"] if n != r["node"])
+    inn: dict[int, set[int]] = defaultdict(set)
+    for v, ns in out.items():
+        for u in ns:
+            inn[u].add(v)
+    if not nodes:
+        return {"mean": None, "max": None}
+    und = [len(out[v] | inn[v]) for v in nodes]
+    outs = [len(out[v]) for v in nodes]
+    ins = [len(inn[v]) for v in nodes]
+    return {
+        "mean": float(np.mean(und)), "max": int(max(und)),
+        "out_mean": float(np.mean(outs)), "in_mean": float(np.mean(ins)),
+        "in_stddev": float(np.std(ins)), "in_max": int(max(ins)),
+    }
+
+
+def topic_connectivity(snapshot_rows: list[dict], subscriptions: dict[int, list[str]]) -> float | None:
+    """Share of topics whose (snapshotted, hence alive) subscribers form one connected component
+    using only links between subscribers of that topic."""
+    alive = {r["node"] for r in snapshot_rows}
+    g = nx.Graph()
+    for r in snapshot_rows:
+        g.add_edges_from((r["node"], n) for n in r["neighbours"] if n != r["node"])
+    by_topic: dict[str, list[int]] = defaultdict(list)
+    for node, topics in subscriptions.items():
+        if node in alive:
+            for t in topics:
+                by_topic[t].append(node)
+    if not by_topic:
+        return None
+    connected = 0
+    for members in by_topic.values():
+        sub = g.subgraph(members).copy()
+        sub.add_nodes_from(members)
+        connected += nx.is_connected(sub)
+    return connected / len(by_topic)
+
+
+def overhead(stats_rows: list[dict], duration_s: float, cycle_s: float) -> dict:
+    """Control messages and bytes sent per node per gossip cycle, total and by layer."""
+    cycles = duration_s / cycle_s if cycle_s > 0 else 0
+    nodes = len(stats_rows)
+    if not nodes or cycles <= 0:
+        return {"msgs_per_node_per_cycle": None, "bytes_per_node_per_cycle": None, "by_layer": {}}
+    by_layer: dict[str, dict[str, float]] = defaultdict(lambda: {"msgs": 0.0, "bytes": 0.0})
+    for row in stats_rows:
+        for key, v in row["counters"].items():
+            kind, _, layer = key.partition(".")
+            if kind in ("msgs_sent", "bytes_sent") and layer:
+                by_layer[layer]["msgs" if kind == "msgs_sent" else "bytes"] += v
+    scale = 1.0 / (nodes * cycles)
+    return {
+        "msgs_per_node_per_cycle": sum(l["msgs"] for l in by_layer.values()) * scale,
+        "bytes_per_node_per_cycle": sum(l["bytes"] for l in by_layer.values()) * scale,
+        "by_layer": {k: {"msgs_per_node_per_cycle": v["msgs"] * scale, "bytes_per_node_per_cycle": v["bytes"] * scale}
+                     for k, v in sorted(by_layer.items())},
+    }
+
+
+def counter_totals(stats_rows: list[dict], names: list[str]) -> dict[str, int]:
+    return {n: int(sum(r["counters"].get(n, 0) for r in stats_rows)) for n in names}

@@ -1,0 +1,59 @@
+"""The HTML report: summary tables and PNG plots (matplotlib), rendered with jinja2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jinja2
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from pyspark.sql import DataFrame  # noqa: E402
+
+_env = jinja2.Environment(
+    loader=jinja2.PackageLoader("analysis", "templates"), autoescape=jinja2.select_autoescape(["html", "j2"]),
+)
+
+
+def _save(fig, path: Path) -> None:
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def write(rd: Path, summary: dict, cdf: list[float], hop_rows: list[dict], events: DataFrame) -> dict[str, str]:
+    """Draw the plots into ``rd/plots``; returns {plot name: relative path}."""
+    plots = rd / "plots"
+    plots.mkdir(exist_ok=True)
+    out = {}
+    unit = "virtual ms" if summary["backend"] == "sim" else "ms"
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    if cdf:
+        ax.plot(cdf, [i / 100 for i in range(len(cdf))], drawstyle="steps-post")
+    ax.set(xlabel=f"delivery latency ({unit})", ylabel="share of deliveries", title="Latency CDF", ylim=(0, 1.01))
+    ax.grid(alpha=0.3)
+    _save(fig, plots / "latency_cdf.png")
+    out["latency_cdf"] = "plots/latency_cdf.png"
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.bar([r["hops"] for r in hop_rows], [r["count"] for r in hop_rows])
+    ax.set(xlabel="hops of the first copy", ylabel="deliveries", title="Hop histogram")
+    _save(fig, plots / "hops.png")
+    out["hops"] = "plots/hops.png"
+
+    ratios = [r["hit_ratio"] for r in events.select("hit_ratio").collect() if r["hit_ratio"] is not None]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.hist(ratios, bins=20, range=(0, 1))
+    ax.set(xlabel="hit ratio of an event", ylabel="events", title="Hit ratio per event")
+    _save(fig, plots / "hit_ratio_per_event.png")
+    out["hit_ratio_per_event"] = "plots/hit_ratio_per_event.png"
+    return out
+
+
+def write_html(rd: Path, summary: dict) -> None:
+    html = _env.get_template("report.html.j2").render(s=summary)
+    tmp = rd / ".report.html.tmp"
+    tmp.write_text(html)
+    tmp.replace(rd / "report.html")

@@ -1,0 +1,109 @@
+"""``overlaylab``: run experiments and analyse runs.
+
+    overlaylab run FILE [--backend sim|local] [--seed N] [--out DIR] [--set PATH=VALUE ...]
+    overlaylab analyze RUN_DIR
+    overlaylab validate FILE [--set ...]     check a file without running it
+    overlaylab schema                        the experiment file's JSON Schema
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .config import Experiment, ExperimentError, dump_experiment, load_experiment
+from .progress import console
+
+
+def _load(args) -> Experiment:
+    overrides = list(args.set or [])
+    for flag, path in (("backend", "backend"), ("seed", "seed"), ("out", "outputs.dir")):
+        value = getattr(args, flag, None)
+        if value is not None:
+            overrides.append(f"{path}={value}")
+    return load_experiment(args.file, overrides)
+
+
+def cmd_run(args) -> int:
+    from .rundir import RunDir
+    from .runners import get_runner
+
+    exp = _load(args)
+    runner = get_runner(exp.backend)
+    rd = RunDir.create(exp, exp.outputs.dir)
+    console.print(f"run {rd.run_id} -> {rd.path}")
+    try:
+        runner.run(exp, rd)
+    except KeyboardInterrupt:
+        console.print(f"[yellow]interrupted: every peer stopped; what was written is in {rd.path}[/]")
+        return 130
+    if exp.outputs.analyze and not args.no_analyze:
+        return _analyze(str(rd.path))
+    return 0
+
+
+def cmd_analyze(args) -> int:
+    return _analyze(args.run_dir)
+
+
+def _analyze(run_dir: str) -> int:
+    from analysis.jobs.summarize import run as summarize
+
+    summary = summarize(run_dir)
+    print(json.dumps(summary, indent=2))
+    console.print(f"summary: {run_dir}/summary.json  report: {run_dir}/report.html")
+    return 0
+
+
+def cmd_validate(args) -> int:
+    print(dump_experiment(_load(args)), end="")
+    return 0
+
+
+def cmd_schema(args) -> int:
+    print(json.dumps(Experiment.model_json_schema(), indent=2))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="overlaylab", description="Pub/sub overlay testbed.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def experiment_args(sp):
+        sp.add_argument("file", help="experiment file (YAML)")
+        sp.add_argument("--set", action="append", metavar="PATH=VALUE",
+                        help="override a field, e.g. --set nodes.count=64 (repeatable)")
+
+    run = sub.add_parser("run", help="run an experiment")
+    experiment_args(run)
+    run.add_argument("--backend", choices=["sim", "local", "k8s"])
+    run.add_argument("--seed", type=int)
+    run.add_argument("--out", help="directory for run directories (default: outputs.dir)")
+    run.add_argument("--no-analyze", action="store_true", help="skip the analysis")
+    run.set_defaults(fn=cmd_run)
+
+    analyze = sub.add_parser("analyze", help="(re)compute summary.json and report.html of a run")
+    analyze.add_argument("run_dir")
+    analyze.set_defaults(fn=cmd_analyze)
+
+    validate = sub.add_parser("validate", help="check an experiment file and print it resolved")
+    experiment_args(validate)
+    validate.set_defaults(fn=cmd_validate)
+
+    schema = sub.add_parser("schema", help="print the experiment file's JSON Schema")
+    schema.set_defaults(fn=cmd_schema)
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    try:
+        sys.exit(args.fn(args))
+    except ExperimentError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""The run directory: everything one run leaves behind, self-contained.
+
+``runs/<run-id>/`` holds ``experiment.yaml`` (resolved: re-runs the run), ``run.json`` (what
+ran, when), ``subscriptions.jsonl``, ``timeline.jsonl`` (joins, leaves, crashes, faults: one
+line each, flushed as it happens, so a crash keeps what was written), ``traces/`` (OTLP JSON
+lines from local peers, or ``spans.parquet`` from the simulator), ``snapshots.jsonl`` and
+``stats.jsonl`` (per-node overlay links and counters at the end), and the analysis outputs
+(``summary.json``, ``metrics/``, ``report.html``). Files other than the timeline are written to a
+temporary name and renamed, so a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from .config import Experiment, dump_experiment
+
+
+class RunDir:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    @classmethod
+    def create(cls, exp: Experiment, out_dir: str | Path) -> RunDir:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        base = f"{exp.name}-{exp.backend}-s{exp.seed}-{stamp}"
+        path, n = Path(out_dir) / base, 1
+        while path.exists():
+            n += 1
+            path = Path(out_dir) / f"{base}-{n}"
+        (path / "traces").mkdir(parents=True)
+        rd = cls(path)
+        rd.write_text("experiment.yaml", dump_experiment(exp))
+        return rd
+
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+    @property
+    def traces(self) -> Path:
+        return self.path / "traces"
+
+    def write_text(self, name: str, text: str) -> None:
+        tmp = self.path / f".{name}.tmp"
+        tmp.write_text(text)
+        os.replace(tmp, self.path / name)
+
+    def write_json(self, name: str, obj) -> None:
+        self.write_text(name, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+    def write_jsonl(self, name: str, rows: Iterable[dict]) -> None:
+        self.write_text(name, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+
+    def read_json(self, name: str):
+        return json.loads((self.path / name).read_text())
+
+
+class Timeline:
+    """Append-only record of controller actions, one JSON line each, flushed at once."""
+
+    def __init__(self, rd: RunDir) -> None:
+        self._f = open(rd.path / "timeline.jsonl", "a", encoding="utf-8")
+
+    def record(self, t_ns: int, kind: str, node: int | None = None, **extra) -> None:
+        self._f.write(json.dumps({"t_ns": t_ns, "kind": kind, "node": node, **extra}) + "\n")
+        self._f.flush()
+
+    def close(self) -> None:
+        self._f.close()
+
+
+def snapshot_rows(snap) -> list[dict]:
+    """One row per (node, layer) of a :class:`node.core.types.NodeSnapshot`."""
+    return [
+        {"node": snap.node_id, "topics": list(snap.topics), "layer": layer.layer,
+         "neighbours": list(layer.neighbours), "per_topic": layer.per_topic}
+        for layer in snap.layers
+    ]
+
+
+def run_meta(exp: Experiment, rd: RunDir, **times) -> dict:
+    return {
+        "run_id": rd.run_id, "backend": exp.backend, "protocol": exp.protocol.name,
+        "seed": exp.seed, "nodes": exp.nodes.count, "topics": exp.workload.topics,
+        "events_planned": exp.publications.count, "cycle_s": exp.cycle_s(), **times,
+    }

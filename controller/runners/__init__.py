@@ -1,0 +1,3 @@
+from .base import Runner, get_runner
+
+__all__ = ["Runner", "get_runner"]

@@ -1,0 +1,264 @@
+"""The gRPC shell: drives one protocol core with real gRPC, real time and OpenTelemetry.
+
+Small and boring on purpose: decode, feed the core, carry out its actions, arm one timer per
+name. Peer messages arrive as raw bytes (the handlers do their own decoding), so a malformed or
+oversized message is rejected with INVALID_ARGUMENT, counted in ``malformed`` and logged; it
+never reaches the core, and never stops the peer.
+
+Push-pull gossip maps onto one unary call: the initiator's ``Send`` of a request becomes an
+``Exchange`` call; the partner feeds the request to its core, and the reply ``Send`` it returns
+becomes the call's response. Event copies are ``Forward`` calls carrying the sender's span
+context. Link emulation (:mod:`node.links`) delays or drops each message at send time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections import Counter
+from pathlib import Path
+
+import grpc
+
+from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc, peer_pb2, peer_pb2_grpc
+from node.core import create_protocol
+from node.core.base import Protocol
+from node.core.types import (
+    Action, Deliver, Descriptor, EventMsg, Gossip, Published, RemoteProtocolError, Send, SetTimer,
+)
+from node.links import LinkModel, LinkRule
+
+from . import codec
+from .telemetry import PeerTelemetry, context_bytes, remote_parent
+
+log = logging.getLogger("overlaylab.peer")
+
+SERVICE = "overlaylab.v1.Peer"
+
+
+class PeerShell(control_pb2_grpc.ControlServicer):
+    def __init__(self, node_id: int, protocol: str, params, seed: int, run_id: str,
+                 trace_dir: Path, host: str = "127.0.0.1") -> None:
+        self.node_id = node_id
+        self.protocol_name = protocol
+        self.params = params
+        self.seed = seed
+        self.host = host
+        self.telemetry = PeerTelemetry(run_id, node_id, protocol, trace_dir)
+        self.stats: Counter[str] = Counter()
+        self.links = LinkModel([], random.Random(f"{seed}:links:{node_id}"))
+        self.core: Protocol | None = None
+        self.server: grpc.aio.Server | None = None
+        self._channels: dict[str, tuple[grpc.aio.Channel, peer_pb2_grpc.PeerStub]] = {}
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self.addr = ""
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    async def start(self, port: int = 0) -> int:
+        limit = codec.MAX_MESSAGE_BYTES + 1024
+        self.server = grpc.aio.server(options=[
+            ("grpc.max_receive_message_length", 4 * limit), ("grpc.so_reuseport", 0),
+        ])
+        raw = dict(request_deserializer=None, response_serializer=None)
+        self.server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(SERVICE, {
+            "Exchange": grpc.unary_unary_rpc_method_handler(self._rpc_exchange, **raw),
+            "Forward": grpc.unary_unary_rpc_method_handler(self._rpc_forward, **raw),
+        })])
+        control_pb2_grpc.add_ControlServicer_to_server(self, self.server)
+        port = self.server.add_insecure_port(f"{self.host}:{port}")
+        await self.server.start()
+        self.addr = f"{self.host}:{port}"
+        me = Descriptor(self.node_id, self.addr)
+        self.core = create_protocol(self.protocol_name, me, self.params, random.Random(f"{self.seed}:node:{self.node_id}"))
+        return port
+
+    async def stop(self) -> None:
+        for h in self._timers.values():
+            h.cancel()
+        for t in list(self._tasks):
+            t.cancel()
+        if self.server is not None:
+            await self.server.stop(grace=0.5)
+        for channel, _ in self._channels.values():
+            await channel.close()
+        self.telemetry.shutdown()
+
+    # --- driving the core -------------------------------------------------------------------
+
+    @property
+    def now(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    def _execute(self, actions: list[Action], parent=None, reply_to: int | None = None):
+        """Carry out ``actions``; returns the reply Gossip addressed to ``reply_to``, if any."""
+        reply = None
+        span = parent
+        for a in actions:
+            if isinstance(a, Send):
+                if reply_to is not None and isinstance(a.msg, Gossip) and a.msg.reply and a.dst == reply_to:
+                    reply = a.msg
+                    self._count_gossip(a.msg)
+                else:
+                    self._spawn(self._send(a, span))
+            elif isinstance(a, SetTimer):
+                old = self._timers.pop(a.name, None)
+                if old is not None:
+                    old.cancel()
+                self._timers[a.name] = asyncio.get_running_loop().call_at(a.at, self._on_timer, a.name)
+            elif isinstance(a, Deliver):
+                self.stats["events_received"] += 1
+                self.stats["duplicates"] += not a.first_copy
+                span = self.telemetry.span("receive", parent, self._attributes(a.event, a.src, a.first_copy, a.subscriber))
+            elif isinstance(a, Published):
+                self.stats["events_published"] += 1
+                span = self.telemetry.span("publish", None, self._attributes(a.event, None, True, a.event.topic in self.core.topics))
+        return reply
+
+    def _attributes(self, e: EventMsg, src: int | None, first: bool, subscriber: bool) -> dict:
+        attrs = {
+            "pubsub.event_id": e.event_id, "pubsub.topic": e.topic, "pubsub.node": self.node_id,
+            "pubsub.hops": e.hops, "pubsub.first_copy": first, "pubsub.subscriber": subscriber,
+        }
+        if src is not None:
+            attrs["pubsub.from"] = src
+        return attrs
+
+    def _on_timer(self, name: str) -> None:
+        self._timers.pop(name, None)
+        self._execute(self.core.on_timer(name, self.now))
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _count_gossip(self, msg: Gossip) -> None:
+        self.stats[f"msgs_sent.{msg.layer}"] += 1
+        self.stats[f"bytes_sent.{msg.layer}"] += codec.wire_size(msg, self.node_id)
+
+    def _stub(self, addr: str) -> peer_pb2_grpc.PeerStub:
+        entry = self._channels.get(addr)
+        if entry is None:
+            channel = grpc.aio.insecure_channel(addr)
+            entry = self._channels[addr] = (channel, peer_pb2_grpc.PeerStub(channel))
+        return entry[1]
+
+    async def _send(self, a: Send, span) -> None:
+        delay = self.links.sample(a.dst)
+        if isinstance(a.msg, Gossip):
+            self._count_gossip(a.msg)
+        else:
+            self.stats["events_sent"] += 1
+        if delay is None:
+            self.stats["dropped_by_link"] += 1
+            return
+        if delay:
+            await asyncio.sleep(delay)
+        stub = self._stub(a.addr)
+        try:
+            if isinstance(a.msg, Gossip):
+                timeout = getattr(getattr(self.params, "cyclon", self.params), "timeout_ms", 1000.0) / 1000.0
+                response = await stub.Exchange(codec.gossip_to_pb(a.msg), timeout=timeout + 1.0)
+                self._receive(a.dst, codec.gossip_from_pb(response), None)
+            else:
+                trace_id, span_id = context_bytes(span)
+                await stub.Forward(codec.event_to_pb(a.msg, self.node_id, trace_id, span_id), timeout=10.0)
+        except grpc.aio.AioRpcError as e:
+            self.stats["send_failed"] += 1
+            log.debug("node %d: send to %d failed: %s", self.node_id, a.dst, e.code())
+        except RemoteProtocolError as e:
+            self._reject(a.dst, e)
+
+    def _receive(self, src: int, msg, parent, reply_to: int | None = None):
+        try:
+            actions = self.core.on_message(src, msg, self.now)
+        except RemoteProtocolError as e:
+            self._reject(src, e)
+            return None
+        return self._execute(actions, parent, reply_to)
+
+    def _reject(self, src, err: Exception) -> None:
+        self.stats["malformed"] += 1
+        log.warning("node %d: rejected a message from %s: %s", self.node_id, src, err)
+
+    # --- peer service (raw bytes in, raw bytes out) -----------------------------------------
+
+    async def _rpc_exchange(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        try:
+            msg = codec.gossip_from_pb(codec.parse(peer_pb2.GossipMessage, data))
+            if msg.reply:
+                raise RemoteProtocolError("an Exchange request marked as a reply")
+        except RemoteProtocolError as e:
+            self._reject(context.peer(), e)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        src = msg.sender.node_id
+        reply = self._receive(src, msg, None, reply_to=src)
+        if reply is None:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "no reply")
+        delay = self.links.sample(src)
+        if delay is None:
+            self.stats["dropped_by_link"] += 1
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "reply lost (link emulation)")
+        if delay:
+            await asyncio.sleep(delay)
+        return codec.gossip_to_pb(reply).SerializeToString()
+
+    async def _rpc_forward(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        try:
+            pb = codec.parse(peer_pb2.EventMessage, data)
+            msg = codec.event_from_pb(pb)
+        except RemoteProtocolError as e:
+            self._reject(context.peer(), e)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        self._receive(pb.sender, msg, remote_parent(pb.trace.trace_id, pb.trace.span_id))
+        return b""
+
+    # --- control service --------------------------------------------------------------------
+
+    async def Join(self, request, context):
+        for topic in request.topics:
+            self.core.subscribe(topic, self.now)
+        contacts = [codec.descriptor_from_pb(c) for c in request.contacts]
+        self._execute(self.core.start(self.now, contacts))
+        return peer_pb2.Ack()
+
+    async def Subscribe(self, request, context):
+        self._execute(self.core.subscribe(request.topic, self.now))
+        return peer_pb2.Ack()
+
+    async def Unsubscribe(self, request, context):
+        self._execute(self.core.unsubscribe(request.topic, self.now))
+        return peer_pb2.Ack()
+
+    async def Publish(self, request, context):
+        actions = self.core.publish(request.topic, request.payload, self.now)
+        self._execute(actions)
+        event = next(a.event for a in actions if isinstance(a, Published))
+        return control_pb2.PublishReply(event_id=event.event_id)
+
+    async def GetStats(self, request, context):
+        counters = dict(self.stats)
+        counters["spans_ended"] = self.telemetry.ended
+        counters["spans_exported"] = self.telemetry.exporter.exported
+        return control_pb2.Stats(node_id=self.node_id, counters=counters)
+
+    async def GetSnapshot(self, request, context):
+        return codec.snapshot_to_pb(self.core.snapshot())
+
+    async def SetLinkRules(self, request, context):
+        self.links.rules = [
+            LinkRule(frozenset(r.nodes), r.delay_ms, r.jitter_ms, r.loss, r.partitioned) for r in request.rules
+        ]
+        return peer_pb2.Ack()
+
+    async def Leave(self, request, context):
+        self._execute(self.core.leave(self.now))
+        for h in self._timers.values():
+            h.cancel()
+        self._timers.clear()
+        dropped = await asyncio.get_running_loop().run_in_executor(None, self.telemetry.flush)
+        self.stats["spans_dropped"] = dropped
+        return peer_pb2.Ack()

@@ -1,0 +1,86 @@
+"""OpenTelemetry for a peer: one TracerProvider per peer, OTLP JSON lines into the run directory.
+
+Each peer gets its own provider, so its resource carries ``overlaylab.node_id``, and its own file
+``node-<id>.jsonl`` (the Collector's file-exporter format: one ``ExportTraceServiceRequest`` per
+line). The batch queue is sized so that a burst drops nothing; the exporter wrapper counts what
+was exported, so ``spans_dropped = spans_ended - spans_exported`` after a flush is exact.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+MAX_QUEUE = 1 << 18
+"""Spans buffered per peer before the batch processor drops any (the SDK default is 2048)."""
+
+
+class CountingExporter(SpanExporter):
+    def __init__(self, inner: SpanExporter) -> None:
+        self.inner = inner
+        self.exported = 0
+
+    def export(self, spans) -> SpanExportResult:
+        result = self.inner.export(spans)
+        if result is SpanExportResult.SUCCESS:
+            self.exported += len(spans)
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+class PeerTelemetry:
+    def __init__(self, run_id: str, node_id: int, protocol: str, trace_dir: Path) -> None:
+        trace_dir.mkdir(parents=True, exist_ok=True)
+        self.exporter = CountingExporter(FileSpanExporter(trace_dir / f"node-{node_id}.jsonl"))
+        self.provider = TracerProvider(resource=Resource.create({
+            "service.name": "overlaylab-peer",
+            "overlaylab.run_id": run_id,
+            "overlaylab.node_id": node_id,
+            "overlaylab.protocol": protocol,
+        }))
+        self.provider.add_span_processor(BatchSpanProcessor(
+            self.exporter, max_queue_size=MAX_QUEUE, max_export_batch_size=4096, schedule_delay_millis=1000,
+        ))
+        self.tracer = self.provider.get_tracer("overlaylab.node")
+        self.ended = 0
+
+    def span(self, name: str, parent: trace.SpanContext | None, attributes: dict) -> trace.SpanContext:
+        """Record an instantaneous span; returns its context for the copies it causes."""
+        ctx = trace.set_span_in_context(trace.NonRecordingSpan(parent)) if parent else None
+        span = self.tracer.start_span(name, context=ctx, attributes=attributes)
+        span.end()
+        self.ended += 1
+        return span.get_span_context()
+
+    def flush(self) -> int:
+        """Export everything queued; returns the number of spans dropped so far."""
+        self.provider.force_flush()
+        return self.ended - self.exporter.exported
+
+    def shutdown(self) -> None:
+        self.provider.shutdown()
+
+
+def remote_parent(trace_id: bytes, span_id: bytes) -> trace.SpanContext | None:
+    if len(trace_id) != 16 or len(span_id) != 8:
+        return None
+    return trace.SpanContext(
+        int.from_bytes(trace_id, "big"), int.from_bytes(span_id, "big"), is_remote=True,
+        trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
+    )
+
+
+def context_bytes(ctx: trace.SpanContext | None) -> tuple[bytes, bytes]:
+    if ctx is None:
+        return b"", b""
+    return ctx.trace_id.to_bytes(16, "big"), ctx.span_id.to_bytes(8, "big")
