@@ -61,7 +61,7 @@ class Cyclon:
         self.config = config
         self.rng = rng
         self.view: dict[NodeId, Descriptor] = {}
-        self.pending: dict[NodeId, tuple[frozenset[NodeId], float]] = {}
+        self.pending: dict[NodeId, tuple[tuple[NodeId, ...], float]] = {}
         self.late_replies = 0
 
     @property
@@ -69,7 +69,7 @@ class Cyclon:
         return self.config.cycle_ms / 1000.0
 
     def bootstrap(self, contacts: list[Descriptor]) -> None:
-        self._merge([c.aged(0) for c in contacts], sent=frozenset())
+        self._merge([c.aged(0) for c in contacts], sent=())
 
     def first_tick(self, now: float) -> float:
         return now + self.rng.uniform(0.0, self.period)
@@ -86,7 +86,7 @@ class Cyclon:
         others = list(self.view.values())
         sent = self.rng.sample(others, min(self.config.shuffle_length - 1, len(others)))
         self.pending[q.node_id] = (
-            frozenset(d.node_id for d in sent),
+            tuple(d.node_id for d in sent),
             now + self.config.timeout_ms / 1000.0,
         )
         entries = (self.me.aged(0), *sent)
@@ -106,11 +106,14 @@ class Cyclon:
             return []
         candidates = [d for d in self.view.values() if d.node_id != src]
         reply = self.rng.sample(candidates, min(self.config.shuffle_length, len(candidates)))
-        self._merge(msg.entries, sent=frozenset(d.node_id for d in reply))
+        self._merge(msg.entries, sent=tuple(d.node_id for d in reply))
         return [Send(src, msg.sender.addr, Gossip(LAYER, self.me.aged(0), tuple(reply), reply=True))]
 
-    def _merge(self, entries: tuple[Descriptor, ...] | list[Descriptor], sent: frozenset[NodeId]) -> None:
-        replaceable = [n for n in sent if n in self.view]
+    def _merge(self, entries: tuple[Descriptor, ...] | list[Descriptor], sent: tuple[NodeId, ...]) -> None:
+        # Replace sent entries in the (random) order they were sent. Never iterate a set of ids
+        # here: int hashes order a set by id, which would always spare the same nodes and skew
+        # the in-degree badly.
+        replaceable = [n for n in reversed(sent) if n in self.view]
         for d in entries:
             if d.node_id == self.me.node_id or d.node_id in self.view:
                 continue
