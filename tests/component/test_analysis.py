@@ -1,0 +1,140 @@
+"""The analysis transforms on tiny inline DataFrames with hand-computed answers (Spark local[1])."""
+
+import json
+
+import pytest
+from chispa import assert_df_equality
+
+from analysis import metrics as m
+from analysis import overlay, schemas
+
+MS = 1_000_000
+END = 5000 * MS
+
+
+def span(name, node, event, topic, t_ms, hops=0, first=True, sub=True, src=None):
+    return (None, None, None, name, t_ms * MS, node, src, event, topic, hops, first, sub)
+
+
+SPANS = [
+    span("publish", 0, "e1", "a", 100),
+    span("receive", 3, "e1", "a", 200, 1, True, False, 0),    # relay: node 3 is not on topic a
+    span("receive", 1, "e1", "a", 300, 2, True, True, 3),
+    span("receive", 1, "e1", "a", 400, 2, False, True, 0),    # duplicate
+    span("publish", 3, "e2", "b", 50),
+    span("receive", 2, "e2", "b", 1200, 1, True, True, 3),    # after e2's window closes at 1050
+    span("publish", 1, "e3", "a", 1000),
+    span("receive", 0, "e3", "a", 1010, 1, True, True, 1),
+    span("receive", 2, "e3", "a", 1030, 2, True, True, 0),
+]
+SUBS = [(0, ["a"]), (1, ["a"]), (2, ["a", "b"]), (3, ["b"])]
+TIMELINE = [(0, "join", 0), (0, "join", 1), (0, "join", 2), (0, "join", 3),
+            (150 * MS, "crash", 3), (2000 * MS, "leave", 2)]
+
+
+@pytest.fixture
+def frames(spark):
+    spans = spark.createDataFrame(SPANS, schemas.SPANS)
+    subs = spark.createDataFrame(SUBS, schemas.SUBSCRIPTIONS)
+    timeline = spark.createDataFrame(TIMELINE, schemas.TIMELINE)
+    pubs = m.publications(spans, window_ns=1000 * MS, end_ns=END)
+    expected = m.expected_receivers(pubs, subs, m.alive_intervals(timeline, END))
+    dels = m.deliveries(expected, pubs, m.first_copies(spans))
+    return spans, subs, timeline, pubs, expected, dels
+
+
+def test_expected_receivers_exclude_publisher_and_nodes_gone_before_the_window_ends(spark, frames):
+    *_, expected, _ = frames
+    # e1: a-subscribers {0,1,2} minus publisher 0; node 2 leaves at 2000 > 1100: stays.
+    # e2: b-subscribers {2,3} minus publisher 3. e3: {0,1,2} minus 1; node 2 leaves at 2000 = end.
+    want = spark.createDataFrame([("e1", 1), ("e1", 2), ("e2", 2), ("e3", 0), ("e3", 2)], "event_id string, node long")
+    assert_df_equality(expected, want, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_join_warmup_excludes_fresh_nodes(spark, frames):
+    spans, subs, timeline, pubs, *_ = frames
+    expected = m.expected_receivers(pubs, subs, m.alive_intervals(timeline, END), join_warmup_ns=1050 * MS)
+    assert expected.count() == 0
+
+
+def test_deliveries_latency_and_hops(spark, frames):
+    *_, dels = frames
+    want = spark.createDataFrame(
+        [("e1", 1, True, 200.0, 2), ("e1", 2, False, None, None), ("e2", 2, False, None, None),
+         ("e3", 0, True, 10.0, 1), ("e3", 2, True, 30.0, 2)],
+        "event_id string, node long, delivered boolean, latency_ms double, hops int",
+    )
+    assert_df_equality(dels, want, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_per_event_hit_ratio_and_time_to_coverage(spark, frames):
+    *_, pubs, _, dels = frames
+    ev = {r["event_id"]: r.asDict() for r in m.per_event(dels, pubs).collect()}
+    assert (ev["e1"]["hit_ratio"], ev["e2"]["hit_ratio"], ev["e3"]["hit_ratio"]) == (0.5, 0.0, 1.0)
+    assert (ev["e1"]["t50_ms"], ev["e1"]["t100_ms"]) == (200.0, None)
+    assert ev["e2"]["t50_ms"] is None
+    assert (ev["e3"]["t50_ms"], ev["e3"]["t90_ms"], ev["e3"]["t100_ms"]) == (10.0, 30.0, 30.0)
+
+
+def test_copies_duplication_and_relays(spark, frames):
+    spans, *_ = frames
+    row = m.copies(spans).first()
+    assert (row["copies"], row["receipts"], row["relay_copies"]) == (6, 5, 1)
+
+
+def test_window_defaults_to_the_end_of_the_run(spark, frames):
+    spans, subs, timeline, *_ = frames
+    pubs = m.publications(spans, window_ns=None, end_ns=END)
+    expected = m.expected_receivers(pubs, subs, m.alive_intervals(timeline, END))
+    dels = m.deliveries(expected, pubs, m.first_copies(spans))
+    # node 2 leaves at 2000 < END: excluded everywhere; e2's late copy has nobody to count for.
+    got = {(r["event_id"], r["node"], r["delivered"]) for r in dels.collect()}
+    assert got == {("e1", 1, True), ("e3", 0, True)}
+
+
+def test_alive_intervals_pair_each_join_with_the_next_exit(spark):
+    tl = spark.createDataFrame([(0, "join", 1), (100, "leave", 1), (200, "join", 1), (50, "join", 2), (70, "crash", 2)],
+                               schemas.TIMELINE)
+    want = spark.createDataFrame([(1, 0, 100), (1, 200, 999), (2, 50, 70)], "node long, join_ns long, leave_ns long")
+    assert_df_equality(m.alive_intervals(tl, 999), want, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_otlp_json_lines_normalise_to_the_span_table(spark, tmp_path):
+    def attrs(**kv):
+        def val(v):
+            if isinstance(v, bool):
+                return {"boolValue": v}
+            if isinstance(v, int):
+                return {"intValue": str(v)}
+            return {"stringValue": v}
+        return [{"key": f"pubsub.{k.replace('frm', 'from')}", "value": val(v)} for k, v in kv.items()]
+
+    line = {"resourceSpans": [{"resource": {"attributes": [{"key": "overlaylab.node_id", "value": {"intValue": "4"}}]},
+            "scopeSpans": [{"scope": {"name": "x"}, "spans": [
+                {"traceId": "aa", "spanId": "01", "parentSpanId": "", "name": "publish", "kind": 1,
+                 "startTimeUnixNano": "1000", "endTimeUnixNano": "1000",
+                 "attributes": attrs(event_id="4-1", topic="a", node=4, hops=0, first_copy=True, subscriber=True)},
+                {"traceId": "aa", "spanId": "02", "parentSpanId": "09", "name": "receive", "kind": 1,
+                 "startTimeUnixNano": "2500", "endTimeUnixNano": "2500",
+                 "attributes": attrs(event_id="4-1", topic="a", node=4, hops=3, first_copy=False, subscriber=False, frm=7)},
+            ]}]}]}
+    (tmp_path / "node-4.jsonl").write_text(json.dumps(line) + "\n")
+    raw = spark.read.schema(schemas.OTLP_TRACES).json(str(tmp_path / "*.jsonl"))
+    want = spark.createDataFrame([
+        ("aa", "01", None, "publish", 1000, 4, None, "4-1", "a", 0, True, True),
+        ("aa", "02", "09", "receive", 2500, 4, 7, "4-1", "a", 3, False, False),
+    ], schemas.SPANS)
+    assert_df_equality(m.normalize_otlp(raw), want, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_overlay_degree_connectivity_and_overhead():
+    rows = [{"node": 0, "neighbours": [1, 2]}, {"node": 1, "neighbours": [0]}, {"node": 2, "neighbours": [3]},
+            {"node": 3, "neighbours": [2]}]
+    d = overlay.degrees(rows)
+    assert (d["mean"], d["max"], d["out_mean"]) == (1.5, 2, 1.25)
+    # topic a = {0, 1}: linked. topic b = {1, 3}: no 1-3 link. topic c = {2, 3}: linked.
+    assert overlay.topic_connectivity(rows, {0: ["a"], 1: ["a", "b"], 2: ["c"], 3: ["b", "c"]}) == pytest.approx(2 / 3)
+    stats = [{"counters": {"msgs_sent.cyclon": 20, "bytes_sent.cyclon": 2000, "events_sent": 99}},
+             {"counters": {"msgs_sent.cyclon": 20, "bytes_sent.cyclon": 1000}}]
+    o = overlay.overhead(stats, duration_s=10.0, cycle_s=1.0)
+    assert (o["msgs_per_node_per_cycle"], o["bytes_per_node_per_cycle"]) == (2.0, 150.0)

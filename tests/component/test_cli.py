@@ -1,0 +1,80 @@
+"""The CLI as a user runs it: a sim run analysed end to end, bad files, Ctrl-C on a local run."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from controller.cli import main
+from tests.conftest import ROOT
+
+QUICK = str(ROOT / "experiments" / "quickstart.yaml")
+
+
+def test_sim_run_end_to_end_writes_summary_and_report(tmp_path, capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["run", QUICK, "--backend", "sim", "--out", str(tmp_path), "--set", "nodes.count=24",
+              "--set", "publications.count=10"])
+    assert done.value.code == 0
+    [rd] = tmp_path.iterdir()
+    summary = json.loads((rd / "summary.json").read_text())
+    for key in ("run_id", "backend", "protocol", "seed", "nodes", "topics", "events", "hit_ratio",
+                "complete_event_ratio", "latency_ms", "hops", "duplication_factor", "relay_ratio",
+                "degree", "topic_connectivity", "overhead", "protocol_metrics", "fidelity"):
+        assert key in summary
+    assert summary["backend"] == "sim" and summary["nodes"] == 24 and summary["events"] == 10
+    assert summary["hit_ratio"] == 1.0 and summary["complete_event_ratio"] == 1.0
+    assert summary["hops"]["p50"] >= 1 and summary["latency_ms"]["p50"] >= 25  # 30 ms +- 5 per hop
+    assert summary["spans"]["dropped"] == 0
+    html = (rd / "report.html").read_text()
+    assert "hit ratio (pooled)" in html and "plots/latency_cdf.png" in html
+    assert (rd / "plots" / "hops.png").stat().st_size > 1000
+    assert (rd / "metrics" / "events.parquet").exists()
+    assert json.loads(capsys.readouterr().out)["hit_ratio"] == 1.0
+
+    # The resolved experiment in the run directory re-runs the same plan.
+    with pytest.raises(SystemExit):
+        main(["validate", str(rd / "experiment.yaml")])
+    assert "count: 24" in capsys.readouterr().out
+
+
+def test_invalid_file_fails_before_anything_starts(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nnodes: {count: lots}\nworkload: {topicz: 3}\n")
+    with pytest.raises(SystemExit) as done:
+        main(["run", str(bad), "--out", str(tmp_path / "runs")])
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert "nodes.count: Input should be a valid integer" in err and "workload.topicz: unknown field" in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_ctrl_c_stops_every_peer_and_keeps_what_was_written(tmp_path):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "controller.cli", "run", QUICK, "--out", str(tmp_path), "--set", "nodes.count=8",
+         "--set", "phases.warmup_s=60"],
+        cwd=ROOT, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        timeline = None
+        while time.monotonic() < deadline:
+            found = list(tmp_path.glob("*/timeline.jsonl"))
+            if found and found[0].read_text().count("join") == 8:
+                timeline = found[0]
+                break
+            time.sleep(0.2)
+        assert timeline is not None, "the run never joined its peers"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 130
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    peers = subprocess.run(["pgrep", "-f", f"node --config {timeline.parent}"], capture_output=True, text=True)
+    assert peers.stdout == "", "peer processes survived Ctrl-C"
+    assert timeline.read_text().count('"join"') == 8
+    assert (timeline.parent / "experiment.yaml").exists()

@@ -1,0 +1,61 @@
+import pytest
+
+from node._gen.overlaylab.v1 import peer_pb2
+from node.core.types import (
+    Descriptor, EventMsg, Gossip, LayerSnapshot, NodeSnapshot, RemoteProtocolError,
+)
+from node.transport import codec
+
+D = Descriptor(7, "127.0.0.1:5000", frozenset({"a", "b"}), 3)
+
+# One table drives both directions (h11's SIMPLE_CASES style).
+CASES = [
+    Gossip("cyclon", D, (), False),
+    Gossip("cyclon", D, (D, Descriptor(8, "x:1")), True),
+    EventMsg("7-1", "a", b"payload", 7, 1),
+    EventMsg("7-2", "b", b"", 9, 200),
+]
+
+
+@pytest.mark.parametrize("msg", CASES)
+def test_roundtrip(msg):
+    assert codec.roundtrip(msg, sender=7) == msg
+    assert codec.wire_size(msg, 7) > 0
+
+
+def test_snapshot_roundtrip():
+    s = NodeSnapshot(3, ["a"], [LayerSnapshot("cyclon", [1, 2]), LayerSnapshot("rings", [4], {"a": [4, 5]})])
+    assert codec.snapshot_from_pb(codec.snapshot_to_pb(s)) == s
+
+
+@pytest.mark.parametrize("data", [b"\xff\xff\xff", b"\x0a\x05ab", b"\x12\xff\x01"])
+def test_garbage_bytes_are_remote_errors(data):
+    with pytest.raises(RemoteProtocolError):
+        codec.gossip_from_pb(codec.parse(peer_pb2.GossipMessage, data))
+
+
+def test_oversized_message_is_rejected_before_parsing():
+    with pytest.raises(RemoteProtocolError, match="exceeds"):
+        codec.parse(peer_pb2.EventMessage, b"\x00" * (codec.MAX_MESSAGE_BYTES + 1))
+
+
+@pytest.mark.parametrize("pb", [
+    peer_pb2.GossipMessage(layer="cyclon"),                                  # no sender
+    peer_pb2.GossipMessage(sender=peer_pb2.NodeDescriptor(node_id=1)),        # no layer
+    peer_pb2.GossipMessage(layer="x" * 300, sender=peer_pb2.NodeDescriptor()),
+    peer_pb2.GossipMessage(layer="c", sender=peer_pb2.NodeDescriptor(),
+                           entries=[peer_pb2.NodeDescriptor()] * (codec.MAX_ENTRIES + 1)),
+])
+def test_invalid_gossip_is_a_remote_error(pb):
+    with pytest.raises(RemoteProtocolError):
+        codec.gossip_from_pb(pb)
+
+
+@pytest.mark.parametrize("pb", [
+    peer_pb2.EventMessage(topic="a", hops=1),           # no id
+    peer_pb2.EventMessage(event_id="e", hops=1),        # no topic
+    peer_pb2.EventMessage(event_id="e", topic="a"),     # hop 0 on the wire
+])
+def test_invalid_event_is_a_remote_error(pb):
+    with pytest.raises(RemoteProtocolError):
+        codec.event_from_pb(pb)

@@ -1,0 +1,59 @@
+import pytest
+
+from controller.config import ExperimentError, apply_overrides, load_experiment, parse_experiment
+from tests.conftest import ROOT
+
+EXPERIMENTS = sorted((ROOT / "experiments").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.name)
+def test_every_shipped_experiment_validates(path):
+    exp = load_experiment(path)
+    assert exp.name
+
+
+@pytest.mark.parametrize("data, field, expected", [
+    ({"nodez": {"count": 3}}, "nodez", "unknown field"),
+    ({"nodes": {"count": "many"}}, "nodes.count", "valid integer"),
+    ({"nodes": {"count": 0}}, "nodes.count", "greater than 0"),
+    ({"protocol": {"name": "gossip", "params": {"gama": 0.5}}}, "protocol.params.gama", "unknown field"),
+    ({"protocol": {"name": "gossip", "params": {"cyclon": {"view_size": "big"}}}}, "protocol.params.cyclon.view_size", "valid integer"),
+    ({"protocol": {"name": "nosuch"}}, "protocol.name", "'gossip'"),
+    ({"network": {"loss": 1.5}}, "network.loss", "less than or equal to 1"),
+    ({"backend": "cloud"}, "backend", "'sim', 'local' or 'k8s'"),
+    ({"workload": {"topics": 2, "subscriptions_per_node": 3}}, "workload", "exceeds topics"),
+])
+def test_bad_fields_are_named_with_what_was_expected(data, field, expected):
+    with pytest.raises(ExperimentError) as err:
+        parse_experiment(data, source="exp.yaml")
+    text = str(err.value)
+    assert text.startswith("exp.yaml:")
+    assert f"  {field}: " in text
+    assert expected in text
+
+
+def test_overrides_reach_any_field_and_parse_values():
+    exp = load_experiment(ROOT / "experiments/quickstart.yaml",
+                          ["nodes.count=64", "protocol.params.gamma=0.25", "network.loss=0.01", "backend=sim"])
+    assert exp.nodes.count == 64
+    assert exp.protocol.params.gamma == 0.25
+    assert exp.network.loss == 0.01
+    assert exp.backend == "sim"
+
+
+def test_override_errors():
+    with pytest.raises(ExperimentError, match="PATH=VALUE"):
+        apply_overrides({}, ["nodes.count"])
+    with pytest.raises(ExperimentError, match="not a section"):
+        apply_overrides({"seed": 1}, ["seed.x=2"])
+    with pytest.raises(ExperimentError, match="nodes.count"):
+        load_experiment(ROOT / "experiments/quickstart.yaml", ["nodes.count=-1"])
+
+
+def test_unreadable_file(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("nodes: [1, 2\n")
+    with pytest.raises(ExperimentError, match="bad.yaml: cannot read"):
+        load_experiment(bad)
+    with pytest.raises(ExperimentError, match="missing.yaml"):
+        load_experiment(tmp_path / "missing.yaml")
