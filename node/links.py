@@ -32,8 +32,10 @@ class LinkModel:
 
     def sample(self, dst: int) -> float | None:
         """The one-way delay in seconds of a message to ``dst``, or None when it is dropped."""
-        rule = next((r for r in reversed(self.rules) if r.matches(dst)), None)
-        if rule is None:
+        for rule in reversed(self.rules):
+            if not rule.nodes or dst in rule.nodes:
+                break
+        else:
             return 0.0
         if rule.partitioned or (rule.loss > 0.0 and self.rng.random() < rule.loss):
             return None

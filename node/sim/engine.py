@@ -36,20 +36,24 @@ class SpanColumns:
     def __init__(self, sink: Callable[[dict[str, list]], None] | None = None, chunk: int = 500_000):
         self.sink = sink
         self.chunk = chunk
-        self.columns: dict[str, list] = {f: [] for f in SPAN_FIELDS}
         self.count = 0
+        self._reset()
 
     def add(self, *values) -> None:
-        for f, v in zip(SPAN_FIELDS, values):
-            self.columns[f].append(v)
+        for column, v in zip(self._lists, values):
+            column.append(v)
         self.count += 1
-        if self.sink is not None and len(self.columns["name"]) >= self.chunk:
+        if self.sink is not None and len(self._lists[0]) >= self.chunk:
             self.flush()
 
     def flush(self) -> None:
-        if self.sink is not None and self.columns["name"]:
+        if self.sink is not None and self._lists[0]:
             self.sink(self.columns)
-            self.columns = {f: [] for f in SPAN_FIELDS}
+            self._reset()
+
+    def _reset(self) -> None:
+        self.columns = {f: [] for f in SPAN_FIELDS}
+        self._lists = list(self.columns.values())
 
 
 class Simulation:
@@ -147,13 +151,13 @@ class Simulation:
         for a in actions:
             if isinstance(a, Send):
                 msg = a.msg
+                if self.wire_codec:
+                    msg, size = codec.roundtrip(msg, node_id)
                 if isinstance(msg, Gossip):
                     stats[f"msgs_sent.{msg.layer}"] += 1
-                    stats[f"bytes_sent.{msg.layer}"] += codec.wire_size(msg, node_id)
+                    stats[f"bytes_sent.{msg.layer}"] += size if self.wire_codec else codec.wire_size(msg, node_id)
                 else:
                     stats["events_sent"] += 1
-                if self.wire_codec:
-                    msg = codec.roundtrip(msg, node_id)
                 delay = self.links.sample(a.dst)
                 if delay is None:
                     stats["dropped_by_link"] += 1

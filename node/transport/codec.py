@@ -87,13 +87,13 @@ def wire_size(m: Message, sender: int) -> int:
     return to_pb(m, sender).ByteSize()
 
 
-def roundtrip(m: Message, sender: int) -> Message:
-    """Encode and decode ``m`` as the wire would (the simulator's codec check)."""
-    pb = to_pb(m, sender)
-    data = pb.SerializeToString()
+def roundtrip(m: Message, sender: int) -> tuple[Message, int]:
+    """Encode and decode ``m`` as the wire would (the simulator's codec check).
+    Returns the decoded message and its size in bytes."""
+    data = to_pb(m, sender).SerializeToString()
     if isinstance(m, Gossip):
-        return gossip_from_pb(parse(peer_pb2.GossipMessage, data))
-    return event_from_pb(parse(peer_pb2.EventMessage, data))
+        return gossip_from_pb(parse(peer_pb2.GossipMessage, data)), len(data)
+    return event_from_pb(parse(peer_pb2.EventMessage, data)), len(data)
 
 
 def snapshot_to_pb(s: NodeSnapshot) -> control_pb2.Snapshot:

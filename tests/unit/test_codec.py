@@ -19,8 +19,9 @@ CASES = [
 
 @pytest.mark.parametrize("msg", CASES)
 def test_roundtrip(msg):
-    assert codec.roundtrip(msg, sender=7) == msg
-    assert codec.wire_size(msg, 7) > 0
+    decoded, size = codec.roundtrip(msg, sender=7)
+    assert decoded == msg
+    assert size == codec.wire_size(msg, 7) > 0
 
 
 def test_snapshot_roundtrip():
