@@ -8,6 +8,7 @@ own config dataclass in ``node/core`` (one source of truth), chosen by ``protoco
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -51,41 +52,275 @@ class Nodes(Strict):
     """Random live contacts each joining peer gets from the controller."""
 
 
-class Workload(Strict):
-    model: Literal["uniform"] = "uniform"
-    """Subscription model: uniform = every node picks its topics uniformly at random."""
-    topics: PositiveInt = 8
-    """Number of topics."""
-    subscriptions_per_node: PositiveInt = 2
-    """Topics each node subscribes to (uniform model)."""
+class Subscriptions(Strict):
+    min: PositiveInt = 2
+    """Fewest topics a node subscribes to."""
+    max: PositiveInt = 2
+    """Most topics a node subscribes to (sizes are uniform in [min, max])."""
 
     @model_validator(mode="after")
-    def _fits(self) -> Workload:
-        if self.subscriptions_per_node > self.topics:
-            raise ValueError(
-                f"subscriptions_per_node ({self.subscriptions_per_node}) exceeds topics ({self.topics})"
-            )
+    def _ordered(self) -> Subscriptions:
+        if self.min > self.max:
+            raise ValueError(f"min ({self.min}) exceeds max ({self.max})")
         return self
 
 
+class UniformWorkload(Strict):
+    """Every node picks its topics uniformly at random."""
+
+    model: Literal["uniform"] = "uniform"
+    topics: PositiveInt = 8
+    """Number of topics."""
+    subscriptions: Subscriptions = Subscriptions()
+    """Topics per node."""
+
+
+class ZipfWorkload(Strict):
+    """Topic of rank i is picked with weight i^-alpha (without replacement)."""
+
+    model: Literal["zipf"]
+    topics: PositiveInt = 100
+    """Number of topics."""
+    alpha: float = Field(1.0, ge=0.0)
+    """Zipf exponent."""
+    subscriptions: Subscriptions = Subscriptions(min=10, max=10)
+    """Topics per node."""
+
+
+class SpiderCastWorkload(Strict):
+    """SpiderCast's popularity models (spidercast.md §6.2): uniform, RSS (Zipf 0.5), Zipf, NYSE."""
+
+    model: Literal["spidercast"]
+    topics: PositiveInt = 100
+    """Number of topics."""
+    popularity: Literal["uniform", "rss", "zipf", "nyse"] = "rss"
+    """uniform; rss = Zipf(0.5); zipf = Zipf(alpha); nyse = exponential, top 10% of topics hold 55%."""
+    alpha: float = Field(1.0, ge=0.0)
+    """Exponent for popularity = zipf."""
+    subscriptions: Subscriptions = Subscriptions(min=10, max=10)
+    """Topics per node."""
+
+
+class StanGridWorkload(Strict):
+    """StaN's synthetic 2-D model (stan.md §6.2): nodes and topic points on a unit torus; a node
+    subscribes to every topic with a point inside its (power-law) interest radius."""
+
+    model: Literal["stan_grid"]
+    topics: PositiveInt = 16
+    """Number of topics before topics with fewer than 2 subscribers are dropped."""
+    points_alpha: float = Field(2.0, gt=1.0)
+    """Power-law exponent of the number of points per topic."""
+    max_points: PositiveInt = 8
+    """Largest number of points of one topic."""
+    radius_alpha: float = Field(2.5, gt=1.0)
+    """Power-law exponent of the interest radius."""
+    radius_min: float | None = Field(None, gt=0.0, le=0.5)
+    """Smallest radius (default 0.12 below 1,000 nodes, else 0.05)."""
+
+
+class SocialWorkload(Strict):
+    """PolderCast-style social workload (poldercast.md §7.2): users are topics, follows are
+    subscriptions. The graph is BFS-sampled to nodes.count users, keeping every edge among them."""
+
+    model: Literal["social"]
+    graph: str = "synthetic"
+    """'synthetic' (a directed scale-free follower graph) or the path of an edge list ("u v" lines)."""
+    directed: bool = True
+    """true: Twitter-like, u -> v means u follows v; false: Facebook-like, both follow each other."""
+    synthetic_nodes: PositiveInt | None = None
+    """Size of the synthetic graph before sampling (default 2 x nodes.count)."""
+    bfs_seeds: PositiveInt = 3
+    """Random users the BFS starts from."""
+
+
+class TraceWorkload(Strict):
+    """Subscriptions from a file: one 'node topic' pair per line ('#' comments). Node labels are
+    mapped to 0..N-1 in order of first appearance; nodes beyond nodes.count are left out."""
+
+    model: Literal["trace"]
+    path: str
+    """The file (relative paths are resolved against the experiment file's folder)."""
+    universe_seeds: PositiveInt | None = None
+    """If set, build a StaN/Rappel self-contained universe from this many seed topics."""
+    universe_grow: Literal["own_topic", "random_topic"] = "random_topic"
+    """How the seed set grows: a user's own topic (LiveJournal) or one random topic (Wikipedia)."""
+    universe_min_subscribers: PositiveInt = 30
+    """Topics with fewer subscribers are pruned from the universe."""
+
+
+Workload = Annotated[
+    Union[UniformWorkload, ZipfWorkload, SpiderCastWorkload, StanGridWorkload, SocialWorkload, TraceWorkload],
+    Field(discriminator="model"),
+]
+
+
 class Publications(Strict):
+    mode: Literal["rate", "per_topic"] = "rate"
+    """rate: `count` events at `rate_per_s`; per_topic: one event per non-empty topic per round (the papers)."""
     count: PositiveInt = 50
-    """Events to publish."""
+    """Events to publish (mode rate)."""
     rate_per_s: PositiveFloat = 10.0
-    """Publications per second, evenly spaced."""
-    topic_choice: Literal["uniform"] = "uniform"
-    """How each event's topic is drawn (uniform over topics with at least one subscriber)."""
+    """Publications per second, evenly spaced (both modes)."""
+    rounds: PositiveInt = 1
+    """Rounds of one event per topic (mode per_topic)."""
+    topic_choice: Literal["uniform", "popularity"] = "uniform"
+    """Topic of each event (mode rate): uniform over non-empty topics, or in proportion to subscribers."""
     payload_bytes: int = Field(64, ge=0, le=65536)
     """Payload size of each event."""
 
 
-class Network(Strict):
-    delay_ms: NonNegativeFloat = 0.0
+class Lengths(Strict):
+    """A distribution of durations (session or downtime lengths)."""
+
+    distribution: Literal["exponential", "weibull", "pareto", "constant"] = "exponential"
+    """exponential(mean), weibull(mean, shape), pareto(mean, shape > 1), constant(mean)."""
+    mean_s: PositiveFloat = 60.0
+    """Mean length in seconds."""
+    shape: PositiveFloat = 1.5
+    """Shape parameter (weibull k; pareto alpha, must exceed 1)."""
+
+    @model_validator(mode="after")
+    def _pareto(self) -> Lengths:
+        if self.distribution == "pareto" and self.shape <= 1:
+            raise ValueError("pareto needs shape > 1 for a finite mean")
+        return self
+
+
+class FlashCrowd(Strict):
+    kind: Literal["flash_crowd"]
+    at_s: NonNegativeFloat
+    """When it starts (seconds after the warm-up)."""
+    nodes: PositiveInt
+    """Nodes that arrive (they are offline until then)."""
+    over_s: NonNegativeFloat = 0.0
+    """Arrivals spread uniformly over this long."""
+
+
+class SharpDrop(Strict):
+    kind: Literal["sharp_drop"]
+    at_s: NonNegativeFloat
+    """When it happens (seconds after the warm-up)."""
+    fraction: float = Field(gt=0.0, le=1.0)
+    """Share of the nodes alive at that moment that crash at once."""
+    return_after_s: PositiveFloat | None = None
+    """If set, the crashed nodes come back after this long."""
+
+
+class Churn(Strict):
+    model: Literal["none", "sessions", "trace"] = "none"
+    """none; sessions: synthetic on/off sessions; trace: replay a file of (node, join, leave)."""
+    fraction: float = Field(0.2, ge=0.0, le=1.0)
+    """sessions: share of the nodes that churn (the others stay up)."""
+    session: Lengths = Lengths()
+    """sessions: how long a churning node stays up."""
+    downtime: Lengths = Lengths(mean_s=30.0)
+    """sessions: how long it stays down before it rejoins."""
+    arrival_rate_per_s: NonNegativeFloat = 0.0
+    """sessions: Poisson arrival rate of churning nodes that start offline (0: all start online)."""
+    start_s: float = 0.0
+    """Churn begins this long after the warm-up (negative: during the warm-up)."""
+    path: str | None = None
+    """trace: the file. Plain format: 'node join_s leave_s' per line; or PeerSim sessions (see docs)."""
+    format: Literal["plain", "peersim"] = "plain"
+    """trace: the file's format."""
+    time_scale: PositiveFloat = 1.0
+    """trace: divide trace times by this (compress time)."""
+    offset_s: NonNegativeFloat = 0.0
+    """trace: skip this much of the trace (after scaling)."""
+    leave: Literal["crash", "graceful"] = "crash"
+    """How nodes go: crash (SIGKILL, no goodbye) or graceful (Leave, then SIGTERM)."""
+    rejoin: Literal["keep_state", "fresh"] = "keep_state"
+    """A node that comes back keeps its state (views, subscriptions) or starts fresh."""
+    phases: list[Annotated[Union[FlashCrowd, SharpDrop], Field(discriminator="kind")]] = []
+    """Flash crowds and sharp drops on top of the model."""
+
+    @model_validator(mode="after")
+    def _trace_path(self) -> Churn:
+        if self.model == "trace" and not self.path:
+            raise ValueError("churn.model trace needs churn.path")
+        return self
+
+
+class ConstantDelay(Strict):
+    model: Literal["constant"] = "constant"
+    ms: NonNegativeFloat = 0.0
     """One-way delay of every link."""
+
+
+class DistributionDelay(Strict):
+    """Each directed link gets a fixed one-way delay drawn once from a distribution."""
+
+    model: Literal["distribution"]
+    distribution: Literal["uniform", "normal", "lognormal", "exponential", "pareto"] = "lognormal"
+    """The distribution of per-link delays."""
+    mean_ms: PositiveFloat = 50.0
+    """Mean per-link delay."""
+    std_ms: NonNegativeFloat = 20.0
+    """Standard deviation (uniform, normal, lognormal)."""
+    shape: PositiveFloat = 2.5
+    """Pareto alpha (> 1)."""
+
+
+class GeoDelay(Strict):
+    """Nodes placed uniformly at random on a unit square; delay grows with distance."""
+
+    model: Literal["geo"]
+    base_ms: NonNegativeFloat = 5.0
+    """Delay at distance 0."""
+    ms_per_unit: PositiveFloat = 100.0
+    """Added delay per unit of distance (the square's side is 1)."""
+
+
+class MatrixDelay(Strict):
+    """Delays from a measured matrix (King format: one row per line, whitespace-separated RTTs,
+    gzip allowed). Nodes map to matrix hosts at random (seeded), reusing hosts if needed."""
+
+    model: Literal["matrix"]
+    path: str
+    """The matrix file (relative paths resolve against the experiment file's folder)."""
+    scale: PositiveFloat = 0.5
+    """One-way delay = value x scale (0.5 turns an RTT in ms into a one-way delay in ms)."""
+
+
+Delay = Annotated[Union[ConstantDelay, DistributionDelay, GeoDelay, MatrixDelay], Field(discriminator="model")]
+
+
+class Partition(Strict):
+    start_s: float
+    """When the cut begins (seconds after the warm-up)."""
+    end_s: float
+    """When it heals."""
+    nodes: list[int] | None = None
+    """The nodes cut off from the rest; or use fraction."""
+    fraction: float | None = Field(None, gt=0.0, lt=1.0)
+    """Share of nodes (chosen at random, seeded) cut off from the rest."""
+
+    @model_validator(mode="after")
+    def _which(self) -> Partition:
+        if (self.nodes is None) == (self.fraction is None):
+            raise ValueError("give exactly one of nodes or fraction")
+        if self.end_s <= self.start_s:
+            raise ValueError(f"end_s ({self.end_s}) must come after start_s ({self.start_s})")
+        return self
+
+
+class Network(Strict):
+    delay: Delay = ConstantDelay()
+    """Per-link one-way delay model."""
     jitter_ms: NonNegativeFloat = 0.0
-    """Delay varies uniformly in [delay - jitter, delay + jitter] (clipped at 0)."""
+    """Each message's delay varies uniformly in [delay - jitter, delay + jitter] (clipped at 0)."""
     loss: float = Field(0.0, ge=0.0, le=1.0)
     """Probability that a message is lost."""
+    bandwidth_kbps: PositiveFloat | None = None
+    """Per-sender serialisation delay: message bytes x 8 / bandwidth (none: unlimited)."""
+    partitions: list[Partition] = []
+    """Node sets cut off from the others during a time window."""
+    fidelity_links: int = Field(20, ge=0)
+    """local: links probed at the end of the run to check delay, jitter and loss against the plan."""
+    fidelity_probes: PositiveInt = 100
+    """Probes per sampled link."""
+    fidelity_interval_ms: PositiveFloat = 50.0
+    """Time between two probes on one link (links are probed at the same time)."""
 
 
 class Phases(Strict):
@@ -126,7 +361,8 @@ class Experiment(Strict):
     protocol: ProtocolSpec = Field(default_factory=lambda: ProtocolSpec(name="gossip"))  # type: ignore[operator]
     """Protocol name and its parameters (defaults from the protocol spec)."""
     nodes: Nodes = Nodes()
-    workload: Workload = Workload()
+    workload: Workload = Field(default_factory=UniformWorkload)
+    churn: Churn = Churn()
     publications: Publications = Publications()
     network: Network = Network()
     phases: Phases = Phases()
@@ -170,7 +406,36 @@ def load_experiment(path: str | Path, overrides: list[str] = ()) -> Experiment:
         raise ExperimentError(f"{path}: cannot read: {e}") from None
     if not isinstance(data, dict):
         raise ExperimentError(f"{path}: expected a mapping of sections at the top level")
-    return parse_experiment(apply_overrides(data, list(overrides)), source=str(path))
+    data = apply_overrides(data, list(overrides))
+    _resolve_paths(data, path.resolve().parent)
+    return parse_experiment(data, source=str(path))
+
+
+PATH_FIELDS = (("workload", "path"), ("workload", "graph"), ("churn", "path"), ("network", "delay", "path"))
+
+
+def data_dir() -> Path:
+    """Where ``data:`` paths point: $OVERLAYLAB_DATA_DIR, else ../shared/datasets beside the project."""
+    env = os.environ.get("OVERLAYLAB_DATA_DIR")
+    return Path(env) if env else Path(__file__).resolve().parent.parent.parent / "shared" / "datasets"
+
+
+def resolve_path(value: str, base: Path) -> str:
+    if value.startswith("data:"):
+        return str(data_dir() / value[5:])
+    p = Path(value)
+    return str(p if p.is_absolute() else (base / p).resolve())
+
+
+def _resolve_paths(data: dict, base: Path) -> None:
+    """Make file paths absolute (relative to the experiment file; ``data:`` to the data folder),
+    so the resolved experiment in a run directory still finds its files."""
+    for keys in PATH_FIELDS:
+        node = data
+        for k in keys[:-1]:
+            node = node.get(k) if isinstance(node, dict) else None
+        if isinstance(node, dict) and isinstance(node.get(keys[-1]), str) and node[keys[-1]] != "synthetic":
+            node[keys[-1]] = resolve_path(node[keys[-1]], base)
 
 
 def parse_experiment(data: dict, source: str = "<experiment>") -> Experiment:

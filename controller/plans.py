@@ -1,7 +1,8 @@
 """Plans rendered from an experiment: pure functions of (experiment, seed).
 
 Each plan draws from its own ``random.Random(f"{seed}:{plan}")`` so that adding or changing one
-plan never shifts the draws of another. Every backend carries out the same plan.
+plan never shifts the draws of another. Every backend carries out the same :class:`Plan`.
+Times are run times: seconds from the start of the run; the warm-up ends at ``phases.warmup_s``.
 """
 
 from __future__ import annotations
@@ -9,38 +10,50 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from node.links import LinkRule
-
+from . import churn, workloads
 from .config import Experiment
+from .network import NetworkPlan
+from .workloads import PlanError
+
+__all__ = ["Plan", "PlanError", "Publication", "render"]
 
 
 @dataclass(frozen=True, slots=True)
 class Publication:
     at_s: float
-    """Seconds after the end of the warm-up."""
     node: int
     topic: str
 
 
-def topic_name(i: int) -> str:
-    return f"t{i:04d}"
+@dataclass
+class Plan:
+    subscriptions: list[frozenset[str]]
+    contacts: list[list[int]]
+    publications: list[Publication]
+    churn: churn.ChurnPlan
+    network: NetworkPlan
+    end_s: float
+    skipped_publications: int = 0
 
 
-def subscriptions(exp: Experiment) -> list[frozenset[str]]:
-    rng = random.Random(f"{exp.seed}:subscriptions")
-    w = exp.workload
-    topics = [topic_name(i) for i in range(w.topics)]
-    return [frozenset(rng.sample(topics, w.subscriptions_per_node)) for _ in range(exp.nodes.count)]
+def render(exp: Experiment) -> Plan:
+    subs = workloads.render(exp)
+    times, topics = publication_slots(exp, subs)
+    end = exp.phases.warmup_s + (max(times) if times else 0.0) + exp.phases.drain_s
+    churn_plan = churn.render(exp, end)
+    pubs, skipped = publications(exp, subs, times, topics, churn_plan)
+    return Plan(subs, bootstrap_contacts(exp), pubs, churn_plan, NetworkPlan(exp), end, skipped)
 
 
 def bootstrap_contacts(exp: Experiment) -> list[list[int]]:
-    """Each node's initial contacts: distinct random other nodes."""
+    """Each node's initial contacts: distinct random other nodes. Nodes that join later get
+    live contacts from the backend at their join time."""
     rng = random.Random(f"{exp.seed}:bootstrap")
     n = exp.nodes.count
     k = min(exp.nodes.bootstrap_contacts, n - 1)
     contacts = []
     for i in range(n):
-        picks = set()
+        picks: set[int] = set()
         while len(picks) < k:
             j = rng.randrange(n)
             if j != i:
@@ -49,29 +62,62 @@ def bootstrap_contacts(exp: Experiment) -> list[list[int]]:
     return contacts
 
 
-def publications(exp: Experiment, subs: list[frozenset[str]]) -> list[Publication]:
-    """Evenly spaced publications; topic uniform over subscribed topics; the publisher is a
-    random subscriber of that topic (as the papers have publishers subscribe first)."""
+def publication_slots(exp: Experiment, subs: list[frozenset[str]]) -> tuple[list[float], list[str]]:
+    """Times (seconds after the warm-up) and topics of every publication."""
     rng = random.Random(f"{exp.seed}:publications")
-    by_topic: dict[str, list[int]] = {}
-    for node, topics in enumerate(subs):
-        for t in sorted(topics):
-            by_topic.setdefault(t, []).append(node)
-    topics = sorted(by_topic)
     p = exp.publications
-    plan = []
-    for i in range(p.count):
-        topic = rng.choice(topics)
-        plan.append(Publication(i / p.rate_per_s, rng.choice(by_topic[topic]), topic))
-    return plan
+    counts: dict[str, int] = {}
+    for s in subs:
+        for t in s:
+            counts[t] = counts.get(t, 0) + 1
+    topics = sorted(counts)
+    if not topics:
+        raise PlanError("workload: no node subscribes to anything, so nothing can be published")
+    if p.mode == "per_topic":
+        chosen = [t for _ in range(p.rounds) for t in topics]
+    elif p.topic_choice == "popularity":
+        chosen = rng.choices(topics, weights=[counts[t] for t in topics], k=p.count)
+    else:
+        chosen = [rng.choice(topics) for _ in range(p.count)]
+    return [i / p.rate_per_s for i in range(len(chosen))], chosen
 
 
-def link_rules(exp: Experiment) -> list[LinkRule]:
-    n = exp.network
-    if n.delay_ms == 0 and n.jitter_ms == 0 and n.loss == 0:
-        return []
-    return [LinkRule(delay_ms=n.delay_ms, jitter_ms=n.jitter_ms, loss=n.loss)]
+def publications(exp: Experiment, subs, times, topics, churn_plan: churn.ChurnPlan) -> tuple[list[Publication], int]:
+    """The publisher of each event: a random subscriber of its topic, online at that moment.
+    An event whose topic has no online subscriber is skipped (and counted)."""
+    rng = random.Random(f"{exp.seed}:publishers")
+    by_topic: dict[str, list[int]] = {}
+    for node, ts in enumerate(subs):
+        for t in sorted(ts):
+            by_topic.setdefault(t, []).append(node)
+    warm = exp.phases.warmup_s
+    out, skipped = [], 0
+    static = not churn_plan.events and not churn_plan.offline_at_start
+    for at, topic in zip(times, topics):
+        candidates = by_topic[topic]
+        if not static:
+            alive = churn_plan.alive_at(warm + at, exp.nodes.count)
+            candidates = [v for v in candidates if v in alive]
+        if not candidates:
+            skipped += 1
+            continue
+        out.append(Publication(warm + at, rng.choice(candidates), topic))
+    return out, skipped
 
 
 def payload(exp: Experiment, index: int) -> bytes:
-    return (b"%08d" % index).ljust(exp.publications.payload_bytes, b".")[: max(exp.publications.payload_bytes, 8)]
+    size = max(exp.publications.payload_bytes, 8)
+    return (b"%08d" % index).ljust(size, b".")[:size]
+
+
+def join_contacts(exp: Experiment, node: int, at_s: float, alive: set[int]) -> list[int]:
+    """Live contacts for a node that joins at ``at_s`` (seeded by node and time, so every
+    backend gives the same ones for the same alive set)."""
+    rng = random.Random(f"{exp.seed}:join:{node}:{at_s:.6f}")
+    others = sorted(alive - {node})
+    return rng.sample(others, min(exp.nodes.bootstrap_contacts, len(others)))
+
+
+def initial_contacts(plan: Plan, node: int) -> list[int]:
+    """Bootstrap contacts among the nodes online at the start."""
+    return [j for j in plan.contacts[node] if j not in plan.churn.offline_at_start]

@@ -86,6 +86,6 @@ def snapshot_rows(snap) -> list[dict]:
 def run_meta(exp: Experiment, rd: RunDir, **times) -> dict:
     return {
         "run_id": rd.run_id, "backend": exp.backend, "protocol": exp.protocol.name,
-        "seed": exp.seed, "nodes": exp.nodes.count, "topics": exp.workload.topics,
+        "seed": exp.seed, "nodes": exp.nodes.count, "topics": getattr(exp.workload, "topics", None),
         "events_planned": exp.publications.count, "cycle_s": exp.cycle_s(), **times,
     }

@@ -2,7 +2,8 @@
 
 The config file (JSON, written by the controller; the same contract on every backend) names the
 run, the protocol and its parameters, the seed, the node ids to host, the trace directory and
-the host to bind. Each peer gets its own gRPC server on an ephemeral port. When all are up, the
+the host to bind; optionally fixed ``ports`` per node (a restarted peer keeps its address) and a
+``state_dir`` (the core is checkpointed there every tick and restored on restart). Each peer gets its own gRPC server on an ephemeral port. When all are up, the
 process prints one line ``READY {"<node id>": <port>, ...}`` on stdout. SIGTERM or SIGINT stops
 the peers after flushing their traces.
 """
@@ -25,11 +26,14 @@ from node.transport.shell import PeerShell
 
 async def serve(cfg: dict) -> None:
     params = TypeAdapter(protocol_config_class(cfg["protocol"])).validate_python(cfg["params"])
+    state_dir = Path(cfg["state_dir"]) if cfg.get("state_dir") else None
     shells = [
-        PeerShell(n, cfg["protocol"], params, cfg["seed"], cfg["run_id"], Path(cfg["trace_dir"]), cfg.get("host", "127.0.0.1"))
+        PeerShell(n, cfg["protocol"], params, cfg["seed"], cfg["run_id"], Path(cfg["trace_dir"]),
+                  cfg.get("host", "127.0.0.1"), state_dir / f"node-{n}.pickle" if state_dir else None)
         for n in cfg["nodes"]
     ]
-    ports = {str(s.node_id): await s.start() for s in shells}
+    fixed = cfg.get("ports", {})
+    ports = {str(s.node_id): await s.start(fixed.get(str(s.node_id), 0)) for s in shells}
     print("READY " + json.dumps(ports), flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

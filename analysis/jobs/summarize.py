@@ -71,10 +71,23 @@ def run(run_dir: str | Path, spark: SparkSession | None = None) -> dict:
     stats = _read_jsonl(rd / "stats.jsonl")
     subscriptions = {r["node"]: r["topics"] for r in _read_jsonl(rd / "subscriptions.jsonl")}
     summary = summarize(meta, spans, dels, events, snapshots, stats, subscriptions)
+    if (rd / "fidelity.json").exists():
+        summary["fidelity"] = json.loads((rd / "fidelity.json").read_text())
+    summary["churn"] = churn_counts(_read_jsonl(rd / "timeline.jsonl"))
+    summary["skipped_publications"] = meta.get("skipped_publications", 0)
     summary["plots"] = report.write(rd, summary, latency_cdf(dels), _rows(m.hop_histogram(dels)), events)
     (rd / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
     report.write_html(rd, summary)
     return summary
+
+
+def churn_counts(timeline: list[dict]) -> dict:
+    """Joins, leaves and crashes during the run (the initial joins and end-of-run leaves aside)."""
+    kinds = {"join": 0, "leave": 0, "crash": 0, "fault_on": 0}
+    for e in timeline:
+        if e["kind"] in kinds and not e.get("initial") and not e.get("end_of_run"):
+            kinds[e["kind"]] += 1
+    return {"joins": kinds["join"], "leaves": kinds["leave"], "crashes": kinds["crash"], "faults": kinds["fault_on"]}
 
 
 def _rows(df: DataFrame) -> list[dict]:
@@ -109,7 +122,8 @@ def summarize(meta: dict, spans: DataFrame, dels: DataFrame, events: DataFrame,
 
     return {
         "run_id": meta["run_id"], "backend": meta["backend"], "protocol": meta["protocol"],
-        "seed": meta["seed"], "nodes": meta["nodes"], "topics": meta["topics"],
+        "seed": meta["seed"], "nodes": meta["nodes"],
+        "topics": len({t for ts in subscriptions.values() for t in ts}),
         "events": ev["events"],
         "expected_receivers": tot["x"], "deliveries": tot["d"] or 0,
         "hit_ratio": (tot["d"] / tot["x"]) if tot["x"] else None,

@@ -2,6 +2,9 @@
 
 Time is virtual (seconds from 0); spans go to ``traces/spans.parquet`` in the flat schema that the
 analysis reads (ARCHITECTURE.md, "Traces"), written in chunks so 10K+ peers fit in memory.
+Churn: a crash stops the node (messages to it are lost); a graceful leave lets the core say
+goodbye first; a rejoin reuses the old core (``keep_state``) or builds a new one (``fresh``).
+Partitions switch on and off in the link model at their times.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from node.sim import Simulation, SpanColumns
 
 from .. import plans
 from ..config import Experiment
+from ..network import link_model_for_sim
 from ..progress import phase
 from ..rundir import RunDir, Timeline, run_meta, snapshot_rows
 from .base import Runner
@@ -33,30 +37,68 @@ def sim_addr(node: int) -> str:
     return f"sim:{node}"
 
 
+def ns(t: float) -> int:
+    return round(t * 1e9)
+
+
 class SimRunner(Runner):
     def run(self, exp: Experiment, rd: RunDir) -> None:
-        subs = plans.subscriptions(exp)
-        contacts = plans.bootstrap_contacts(exp)
-        pubs = plans.publications(exp, subs)
+        plan = plans.render(exp)
+        subs = plan.subscriptions
         writer = pq.ParquetWriter(rd.traces / "spans.parquet", SPAN_SCHEMA)
         spans = SpanColumns(sink=lambda cols: writer.write_table(pa.table(cols, schema=SPAN_SCHEMA)))
-        sim = Simulation(
-            seed=exp.seed, link_rules=plans.link_rules(exp), wire_codec=exp.sim.wire_codec,
-            spans=spans, validate=exp.sim.check_invariants,
-        )
+        sim = Simulation(seed=exp.seed, links=link_model_for_sim(plan.network, exp.seed),
+                         wire_codec=exp.sim.wire_codec, spans=spans, validate=exp.sim.check_invariants)
         timeline = Timeline(rd)
+        alive: set[int] = set()
+
+        def descriptor(j: int) -> Descriptor:
+            return Descriptor(j, sim_addr(j), subs[j])
+
+        def new_core(i: int):
+            me = Descriptor(i, sim_addr(i), subs[i])
+            return create_protocol(exp.protocol.name, me, exp.protocol.params, random.Random(f"{exp.seed}:node:{i}"))
+
+        def join(i: int, contacts: list[int], initial: bool = False) -> None:
+            if i in alive:
+                return
+            if exp.churn.rejoin == "fresh" and i in started:
+                sim.replace_node(new_core(i))
+            started.add(i)
+            alive.add(i)
+            timeline.record(ns(sim.now), "join", i, **({"initial": True} if initial else {}))
+            sim.start_node(i, [descriptor(j) for j in contacts])
+
+        def depart(i: int, kind: str) -> None:
+            if i not in alive:
+                return
+            alive.discard(i)
+            timeline.record(ns(sim.now), kind, i)
+            sim.stop_node(i, graceful=kind == "leave")
+
+        def partition(cut: frozenset[int], on: bool) -> None:
+            (sim.links.partitions.append if on else sim.links.partitions.remove)(cut)
+            timeline.record(ns(sim.now), "fault_on" if on else "fault_off", None, fault="partition", nodes=sorted(cut))
+
+        started: set[int] = set()
         try:
             rd.write_jsonl("subscriptions.jsonl", ({"node": i, "topics": sorted(t)} for i, t in enumerate(subs)))
             for i in range(exp.nodes.count):
-                me = Descriptor(i, sim_addr(i), subs[i])
-                sim.add_node(create_protocol(exp.protocol.name, me, exp.protocol.params, random.Random(f"{exp.seed}:node:{i}")))
+                sim.add_node(new_core(i))
             for i in range(exp.nodes.count):
-                timeline.record(0, "join", i)
-                sim.start_node(i, [Descriptor(j, sim_addr(j), subs[j]) for j in contacts[i]])
-            warmup = exp.phases.warmup_s
-            for k, p in enumerate(pubs):
-                sim.call_at(warmup + p.at_s, lambda p=p, k=k: sim.publish(p.node, p.topic, plans.payload(exp, k)))
-            end = warmup + (pubs[-1].at_s if pubs else 0.0) + exp.phases.drain_s
+                if i not in plan.churn.offline_at_start:
+                    join(i, plans.initial_contacts(plan, i), initial=True)
+            for e in plan.churn.events:
+                if e.kind == "join":
+                    sim.call_at(e.at_s, lambda e=e: join(e.node, plans.join_contacts(exp, e.node, e.at_s, alive)))
+                else:
+                    sim.call_at(e.at_s, lambda e=e: depart(e.node, e.kind))
+            for w in plan.network.partitions:
+                sim.call_at(w.start_s, lambda w=w: partition(w.nodes, True))
+                sim.call_at(w.end_s, lambda w=w: partition(w.nodes, False))
+            for k, p in enumerate(plan.publications):
+                sim.call_at(p.at_s, lambda p=p, k=k: sim.publish(p.node, p.topic, plans.payload(exp, k)))
+            end = plan.end_s
             with phase(f"sim: {exp.nodes.count} peers, {end:.0f} s of virtual time", end) as advance:
                 t = 0.0
                 while t < end:
@@ -67,9 +109,9 @@ class SimRunner(Runner):
         finally:
             writer.close()
             timeline.close()
-        rd.write_jsonl("snapshots.jsonl", (row for n in sim.nodes.values() for row in snapshot_rows(n.snapshot())))
+        rd.write_jsonl("snapshots.jsonl", (row for i in sorted(alive) for row in snapshot_rows(sim.nodes[i].snapshot())))
         rd.write_jsonl("stats.jsonl", ({"node": i, "counters": dict(c)} for i, c in sim.stats.items()))
         rd.write_json("run.json", run_meta(
-            exp, rd, started_ns=0, measure_start_ns=round(warmup * 1e9), ended_ns=round(end * 1e9),
-            sim_steps=sim.steps, spans=spans.count,
+            exp, rd, started_ns=0, measure_start_ns=ns(exp.phases.warmup_s), ended_ns=ns(end),
+            sim_steps=sim.steps, spans=spans.count, skipped_publications=plan.skipped_publications,
         ))

@@ -62,6 +62,7 @@ class Simulation:
         *,
         seed: int,
         link_rules: Sequence[LinkRule] = (),
+        links: LinkModel | None = None,
         wire_codec: bool = True,
         spans: SpanColumns | None = None,
         validate: bool = False,
@@ -69,7 +70,7 @@ class Simulation:
         self.now = 0.0
         self.nodes: dict[int, Protocol] = {}
         self.alive: set[int] = set()
-        self.links = LinkModel(list(link_rules), random.Random(f"{seed}:links"))
+        self.links = links if links is not None else LinkModel(list(link_rules), random.Random(f"{seed}:links"))
         self.wire_codec = wire_codec
         self.spans = spans if spans is not None else SpanColumns()
         self.validate = validate
@@ -92,8 +93,14 @@ class Simulation:
         self.alive.add(node_id)
         self._execute(node_id, self.nodes[node_id].start(self.now, list(contacts)), None)
 
-    def stop_node(self, node_id: int) -> None:
-        """Crash: the node vanishes; messages to it are lost from now on."""
+    def replace_node(self, core: Protocol) -> None:
+        """Put a fresh core in place of a (stopped) node's old one; its counters carry on."""
+        self.nodes[core.node_id] = core
+
+    def stop_node(self, node_id: int, graceful: bool = False) -> None:
+        """Crash (or, graceful, leave): the node stops; messages to it are lost from now on."""
+        if graceful and node_id in self.alive:
+            self._execute(node_id, self.nodes[node_id].leave(self.now), None)
         self.alive.discard(node_id)
         for key in [k for k in self._timers if k[0] == node_id]:
             del self._timers[key]
@@ -153,12 +160,14 @@ class Simulation:
                 msg = a.msg
                 if self.wire_codec:
                     msg, size = codec.roundtrip(msg, node_id)
+                else:
+                    size = codec.wire_size(msg, node_id) if isinstance(msg, Gossip) or self.links.bandwidth_kbps else 0
                 if isinstance(msg, Gossip):
                     stats[f"msgs_sent.{msg.layer}"] += 1
-                    stats[f"bytes_sent.{msg.layer}"] += size if self.wire_codec else codec.wire_size(msg, node_id)
+                    stats[f"bytes_sent.{msg.layer}"] += size
                 else:
                     stats["events_sent"] += 1
-                delay = self.links.sample(a.dst)
+                delay = self.links.sample(node_id, a.dst, size, self.now)
                 if delay is None:
                     stats["dropped_by_link"] += 1
                     continue

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import pickle
 import random
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -25,7 +28,8 @@ from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc, peer_pb2, pee
 from node.core import create_protocol
 from node.core.base import Protocol
 from node.core.types import (
-    Action, Deliver, Descriptor, EventMsg, Gossip, Published, RemoteProtocolError, Send, SetTimer,
+    Action, Deliver, Descriptor, EventMsg, Gossip, LocalProtocolError, Published, RemoteProtocolError, Send,
+    SetTimer,
 )
 from node.links import LinkModel, LinkRule
 
@@ -39,7 +43,7 @@ SERVICE = "overlaylab.v1.Peer"
 
 class PeerShell(control_pb2_grpc.ControlServicer):
     def __init__(self, node_id: int, protocol: str, params, seed: int, run_id: str,
-                 trace_dir: Path, host: str = "127.0.0.1") -> None:
+                 trace_dir: Path, host: str = "127.0.0.1", state_path: Path | None = None) -> None:
         self.node_id = node_id
         self.protocol_name = protocol
         self.params = params
@@ -54,6 +58,8 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task] = set()
         self.addr = ""
+        self.state_path = state_path
+        """If set, the core is checkpointed there every timer tick and restored at start."""
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -66,14 +72,26 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         self.server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(SERVICE, {
             "Exchange": grpc.unary_unary_rpc_method_handler(self._rpc_exchange, **raw),
             "Forward": grpc.unary_unary_rpc_method_handler(self._rpc_forward, **raw),
+            "Ping": grpc.unary_unary_rpc_method_handler(self._rpc_ping, **raw),
         })])
         control_pb2_grpc.add_ControlServicer_to_server(self, self.server)
         port = self.server.add_insecure_port(f"{self.host}:{port}")
         await self.server.start()
         self.addr = f"{self.host}:{port}"
         me = Descriptor(self.node_id, self.addr)
-        self.core = create_protocol(self.protocol_name, me, self.params, random.Random(f"{self.seed}:node:{self.node_id}"))
+        if self.state_path is not None and self.state_path.exists():
+            self.core = pickle.loads(self.state_path.read_bytes())
+            self.core.me = Descriptor(self.node_id, self.addr, self.core.me.topics)
+            self.stats["restored_state"] += 1
+        else:
+            self.core = create_protocol(self.protocol_name, me, self.params, random.Random(f"{self.seed}:node:{self.node_id}"))
         return port
+
+    def checkpoint(self) -> None:
+        if self.state_path is not None:
+            tmp = self.state_path.with_suffix(".tmp")
+            tmp.write_bytes(pickle.dumps(self.core))
+            os.replace(tmp, self.state_path)
 
     async def stop(self) -> None:
         for h in self._timers.values():
@@ -100,7 +118,6 @@ class PeerShell(control_pb2_grpc.ControlServicer):
             if isinstance(a, Send):
                 if reply_to is not None and isinstance(a.msg, Gossip) and a.msg.reply and a.dst == reply_to:
                     reply = a.msg
-                    self._count_gossip(a.msg)
                 else:
                     self._spawn(self._send(a, span))
             elif isinstance(a, SetTimer):
@@ -129,15 +146,16 @@ class PeerShell(control_pb2_grpc.ControlServicer):
     def _on_timer(self, name: str) -> None:
         self._timers.pop(name, None)
         self._execute(self.core.on_timer(name, self.now))
+        self.checkpoint()
 
     def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _count_gossip(self, msg: Gossip) -> None:
+    def _count_gossip(self, msg: Gossip, size: int) -> None:
         self.stats[f"msgs_sent.{msg.layer}"] += 1
-        self.stats[f"bytes_sent.{msg.layer}"] += codec.wire_size(msg, self.node_id)
+        self.stats[f"bytes_sent.{msg.layer}"] += size
 
     def _stub(self, addr: str) -> peer_pb2_grpc.PeerStub:
         entry = self._channels.get(addr)
@@ -147,11 +165,12 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         return entry[1]
 
     async def _send(self, a: Send, span) -> None:
-        delay = self.links.sample(a.dst)
+        size = codec.wire_size(a.msg, self.node_id)
         if isinstance(a.msg, Gossip):
-            self._count_gossip(a.msg)
+            self._count_gossip(a.msg, size)
         else:
             self.stats["events_sent"] += 1
+        delay = self.links.sample(self.node_id, a.dst, size, self.now)
         if delay is None:
             self.stats["dropped_by_link"] += 1
             return
@@ -198,13 +217,15 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         reply = self._receive(src, msg, None, reply_to=src)
         if reply is None:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "no reply")
-        delay = self.links.sample(src)
+        data = codec.gossip_to_pb(reply).SerializeToString()
+        self._count_gossip(reply, len(data))
+        delay = self.links.sample(self.node_id, src, len(data), self.now)
         if delay is None:
             self.stats["dropped_by_link"] += 1
             await context.abort(grpc.StatusCode.UNAVAILABLE, "reply lost (link emulation)")
         if delay:
             await asyncio.sleep(delay)
-        return codec.gossip_to_pb(reply).SerializeToString()
+        return data
 
     async def _rpc_forward(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
@@ -215,6 +236,15 @@ class PeerShell(control_pb2_grpc.ControlServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         self._receive(pb.sender, msg, remote_parent(pb.trace.trace_id, pb.trace.span_id))
         return b""
+
+    async def _rpc_ping(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        received = time.time_ns()
+        try:
+            codec.parse(peer_pb2.Probe, data)
+        except RemoteProtocolError as e:
+            self._reject(context.peer(), e)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        return peer_pb2.ProbeAck(received_unix_nano=received).SerializeToString()
 
     # --- control service --------------------------------------------------------------------
 
@@ -234,7 +264,10 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         return peer_pb2.Ack()
 
     async def Publish(self, request, context):
-        actions = self.core.publish(request.topic, request.payload, self.now)
+        try:
+            actions = self.core.publish(request.topic, request.payload, self.now)
+        except LocalProtocolError as e:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
         self._execute(actions)
         event = next(a.event for a in actions if isinstance(a, Published))
         return control_pb2.PublishReply(event_id=event.event_id)
@@ -252,13 +285,40 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         self.links.rules = [
             LinkRule(frozenset(r.nodes), r.delay_ms, r.jitter_ms, r.loss, r.partitioned) for r in request.rules
         ]
+        row = list(request.base_delay_ms)
+        self.links.base = (lambda src, dst: row[dst] if dst < len(row) else 0.0) if row else None
+        self.links.partitions = [frozenset(p.nodes) for p in request.partitions]
+        self.links.bandwidth_kbps = request.bandwidth_kbps or None
         return peer_pb2.Ack()
+
+    async def ProbeLink(self, request, context):
+        """Send ``count`` probes to the node through the link emulation, ``interval_ms`` apart;
+        report the one-way delays of those that arrived (same host clock on both ends)."""
+        stub = self._stub(request.addr)
+        size = peer_pb2.Probe(seq=1).ByteSize()
+
+        async def probe(seq: int) -> float | None:
+            await asyncio.sleep(seq * request.interval_ms / 1000.0)
+            sent = time.time_ns()
+            delay = self.links.sample(self.node_id, request.node_id, size, self.now)
+            if delay is None:
+                return None
+            await asyncio.sleep(delay)
+            try:
+                ack = await stub.Ping(peer_pb2.Probe(seq=seq), timeout=10.0)
+            except grpc.aio.AioRpcError:
+                return None
+            return (ack.received_unix_nano - sent) / 1e6
+
+        delays = await asyncio.gather(*(probe(k) for k in range(request.count)))
+        return control_pb2.ProbeReport(sent=request.count, delays_ms=[d for d in delays if d is not None])
 
     async def Leave(self, request, context):
         self._execute(self.core.leave(self.now))
         for h in self._timers.values():
             h.cancel()
         self._timers.clear()
+        self.checkpoint()
         dropped = await asyncio.get_running_loop().run_in_executor(None, self.telemetry.flush)
         self.stats["spans_dropped"] = dropped
         return peer_pb2.Ack()

@@ -49,7 +49,7 @@ class PeerTelemetry:
             "overlaylab.protocol": protocol,
         }))
         self.provider.add_span_processor(BatchSpanProcessor(
-            self.exporter, max_queue_size=MAX_QUEUE, max_export_batch_size=4096, schedule_delay_millis=1000,
+            self.exporter, max_queue_size=MAX_QUEUE, max_export_batch_size=4096, schedule_delay_millis=200,
         ))
         self.tracer = self.provider.get_tracer("overlaylab.node")
         self.ended = 0

@@ -108,7 +108,33 @@ class LinkRule(_message.Message):
     def __init__(self, nodes: _Optional[_Iterable[int]] = ..., delay_ms: _Optional[float] = ..., jitter_ms: _Optional[float] = ..., loss: _Optional[float] = ..., partitioned: _Optional[bool] = ...) -> None: ...
 
 class LinkRules(_message.Message):
-    __slots__ = ("rules",)
+    __slots__ = ("rules", "base_delay_ms", "partitions", "bandwidth_kbps")
     RULES_FIELD_NUMBER: _ClassVar[int]
+    BASE_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    BANDWIDTH_KBPS_FIELD_NUMBER: _ClassVar[int]
     rules: _containers.RepeatedCompositeFieldContainer[LinkRule]
-    def __init__(self, rules: _Optional[_Iterable[_Union[LinkRule, _Mapping]]] = ...) -> None: ...
+    base_delay_ms: _containers.RepeatedScalarFieldContainer[float]
+    partitions: _containers.RepeatedCompositeFieldContainer[NodeList]
+    bandwidth_kbps: float
+    def __init__(self, rules: _Optional[_Iterable[_Union[LinkRule, _Mapping]]] = ..., base_delay_ms: _Optional[_Iterable[float]] = ..., partitions: _Optional[_Iterable[_Union[NodeList, _Mapping]]] = ..., bandwidth_kbps: _Optional[float] = ...) -> None: ...
+
+class ProbeRequest(_message.Message):
+    __slots__ = ("node_id", "addr", "count", "interval_ms")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDR_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    addr: str
+    count: int
+    interval_ms: float
+    def __init__(self, node_id: _Optional[int] = ..., addr: _Optional[str] = ..., count: _Optional[int] = ..., interval_ms: _Optional[float] = ...) -> None: ...
+
+class ProbeReport(_message.Message):
+    __slots__ = ("sent", "delays_ms")
+    SENT_FIELD_NUMBER: _ClassVar[int]
+    DELAYS_MS_FIELD_NUMBER: _ClassVar[int]
+    sent: int
+    delays_ms: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, sent: _Optional[int] = ..., delays_ms: _Optional[_Iterable[float]] = ...) -> None: ...

@@ -70,6 +70,11 @@ class ControlStub:
                 request_serializer=overlaylab_dot_v1_dot_control__pb2.LinkRules.SerializeToString,
                 response_deserializer=overlaylab_dot_v1_dot_peer__pb2.Ack.FromString,
                 _registered_method=True)
+        self.ProbeLink = channel.unary_unary(
+                '/overlaylab.v1.Control/ProbeLink',
+                request_serializer=overlaylab_dot_v1_dot_control__pb2.ProbeRequest.SerializeToString,
+                response_deserializer=overlaylab_dot_v1_dot_control__pb2.ProbeReport.FromString,
+                _registered_method=True)
         self.Leave = channel.unary_unary(
                 '/overlaylab.v1.Control/Leave',
                 request_serializer=overlaylab_dot_v1_dot_control__pb2.Empty.SerializeToString,
@@ -122,6 +127,13 @@ class ControlServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ProbeLink(self, request, context):
+        """Measure the emulated link to another peer (delay, jitter, loss) with probes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Leave(self, request, context):
         """Graceful leave: stop gossiping and forwarding, flush traces, then the process may stop it.
         """
@@ -166,6 +178,11 @@ def add_ControlServicer_to_server(servicer, server):
                     servicer.SetLinkRules,
                     request_deserializer=overlaylab_dot_v1_dot_control__pb2.LinkRules.FromString,
                     response_serializer=overlaylab_dot_v1_dot_peer__pb2.Ack.SerializeToString,
+            ),
+            'ProbeLink': grpc.unary_unary_rpc_method_handler(
+                    servicer.ProbeLink,
+                    request_deserializer=overlaylab_dot_v1_dot_control__pb2.ProbeRequest.FromString,
+                    response_serializer=overlaylab_dot_v1_dot_control__pb2.ProbeReport.SerializeToString,
             ),
             'Leave': grpc.unary_unary_rpc_method_handler(
                     servicer.Leave,
@@ -362,6 +379,33 @@ class Control:
             '/overlaylab.v1.Control/SetLinkRules',
             overlaylab_dot_v1_dot_control__pb2.LinkRules.SerializeToString,
             overlaylab_dot_v1_dot_peer__pb2.Ack.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ProbeLink(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/overlaylab.v1.Control/ProbeLink',
+            overlaylab_dot_v1_dot_control__pb2.ProbeRequest.SerializeToString,
+            overlaylab_dot_v1_dot_control__pb2.ProbeReport.FromString,
             options,
             channel_credentials,
             insecure,

@@ -59,3 +59,15 @@ class EventMessage(_message.Message):
 class Ack(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class Probe(_message.Message):
+    __slots__ = ("seq",)
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    def __init__(self, seq: _Optional[int] = ...) -> None: ...
+
+class ProbeAck(_message.Message):
+    __slots__ = ("received_unix_nano",)
+    RECEIVED_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
+    received_unix_nano: int
+    def __init__(self, received_unix_nano: _Optional[int] = ...) -> None: ...

@@ -44,6 +44,11 @@ class PeerStub:
                 request_serializer=overlaylab_dot_v1_dot_peer__pb2.EventMessage.SerializeToString,
                 response_deserializer=overlaylab_dot_v1_dot_peer__pb2.Ack.FromString,
                 _registered_method=True)
+        self.Ping = channel.unary_unary(
+                '/overlaylab.v1.Peer/Ping',
+                request_serializer=overlaylab_dot_v1_dot_peer__pb2.Probe.SerializeToString,
+                response_deserializer=overlaylab_dot_v1_dot_peer__pb2.ProbeAck.FromString,
+                _registered_method=True)
 
 
 class PeerServicer:
@@ -63,6 +68,13 @@ class PeerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Ping(self, request, context):
+        """Link fidelity probe (sent through the link emulation like any message).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PeerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -75,6 +87,11 @@ def add_PeerServicer_to_server(servicer, server):
                     servicer.Forward,
                     request_deserializer=overlaylab_dot_v1_dot_peer__pb2.EventMessage.FromString,
                     response_serializer=overlaylab_dot_v1_dot_peer__pb2.Ack.SerializeToString,
+            ),
+            'Ping': grpc.unary_unary_rpc_method_handler(
+                    servicer.Ping,
+                    request_deserializer=overlaylab_dot_v1_dot_peer__pb2.Probe.FromString,
+                    response_serializer=overlaylab_dot_v1_dot_peer__pb2.ProbeAck.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -131,6 +148,33 @@ class Peer:
             '/overlaylab.v1.Peer/Forward',
             overlaylab_dot_v1_dot_peer__pb2.EventMessage.SerializeToString,
             overlaylab_dot_v1_dot_peer__pb2.Ack.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Ping(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/overlaylab.v1.Peer/Ping',
+            overlaylab_dot_v1_dot_peer__pb2.Probe.SerializeToString,
+            overlaylab_dot_v1_dot_peer__pb2.ProbeAck.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,295 @@
+"""Subscription workloads: pure, seeded functions from the experiment to each node's topics.
+
+Every model returns one ``frozenset`` of topic names per node (``nodes.count`` of them). Topic
+names are ``t0000``…; the social and trace models name topics after their users/labels. Where the
+papers leave something open the choice is a named field of the model (see controller/config.py)
+and is described in docs/workloads.md.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import random
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+
+from .config import (
+    Experiment, SocialWorkload, SpiderCastWorkload, StanGridWorkload, TraceWorkload, UniformWorkload,
+    ZipfWorkload,
+)
+
+Subscriptions = list[frozenset[str]]
+
+
+class PlanError(ValueError):
+    """A plan that cannot be rendered; the message names the file, line or field."""
+
+
+def topic_name(i: int) -> str:
+    return f"t{i:04d}"
+
+
+def render(exp: Experiment) -> Subscriptions:
+    w = exp.workload
+    rng = random.Random(f"{exp.seed}:subscriptions")
+    n = exp.nodes.count
+    if isinstance(w, UniformWorkload):
+        return by_weights(np.ones(w.topics), n, w.subscriptions.min, w.subscriptions.max, rng)
+    if isinstance(w, ZipfWorkload):
+        return by_weights(zipf_weights(w.topics, w.alpha), n, w.subscriptions.min, w.subscriptions.max, rng)
+    if isinstance(w, SpiderCastWorkload):
+        return by_weights(spidercast_weights(w), n, w.subscriptions.min, w.subscriptions.max, rng)
+    if isinstance(w, StanGridWorkload):
+        return stan_grid(w, n, rng)
+    if isinstance(w, SocialWorkload):
+        return social(w, n, rng)
+    if isinstance(w, TraceWorkload):
+        return from_trace(w, n, rng)
+    raise PlanError(f"workload.model: unknown model {w.model!r}")
+
+
+# --- popularity models --------------------------------------------------------------------
+
+
+def zipf_weights(topics: int, alpha: float) -> np.ndarray:
+    return np.arange(1, topics + 1, dtype=float) ** -alpha
+
+
+def nyse_beta(topics: int, top_share: float = 0.55, top_fraction: float = 0.10) -> float:
+    """β of p_i ∝ exp(−β i) such that the top `top_fraction` of topics hold `top_share`."""
+    k = max(1, round(topics * top_fraction))
+
+    def share(beta: float) -> float:
+        w = np.exp(-beta * np.arange(1, topics + 1))
+        return w[:k].sum() / w.sum()
+
+    lo, hi = 0.0, 50.0
+    for _ in range(100):  # share() grows with beta: bisect
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if share(mid) < top_share else (lo, mid)
+    return (lo + hi) / 2
+
+
+def spidercast_weights(w: SpiderCastWorkload) -> np.ndarray:
+    if w.popularity == "uniform":
+        return np.ones(w.topics)
+    if w.popularity == "rss":
+        return zipf_weights(w.topics, 0.5)
+    if w.popularity == "zipf":
+        return zipf_weights(w.topics, w.alpha)
+    return np.exp(-nyse_beta(w.topics) * np.arange(1, w.topics + 1))
+
+
+def by_weights(weights: np.ndarray, n: int, k_min: int, k_max: int, rng: random.Random) -> Subscriptions:
+    """Each node draws k ~ U[k_min, k_max] distinct topics, successive draws in proportion to the
+    weights (without replacement, as spidercast.md §6.2 asks), via Efraimidis-Spirakis keys."""
+    if k_max > len(weights):
+        raise PlanError(f"workload.subscriptions.max ({k_max}) exceeds workload.topics ({len(weights)})")
+    gen = np.random.default_rng(rng.getrandbits(64))
+    log_w = np.log(weights / weights.sum())
+    out = []
+    for _ in range(n):
+        k = rng.randint(k_min, k_max)
+        keys = np.log(gen.random(len(weights))) / np.exp(log_w)  # log(u) / w, larger is better
+        picks = np.argpartition(-keys, k - 1)[:k]
+        out.append(frozenset(topic_name(int(i)) for i in picks))
+    return out
+
+
+# --- StaN's 2-D grid ----------------------------------------------------------------------
+
+
+def stan_grid(w: StanGridWorkload, n: int, rng: random.Random) -> Subscriptions:
+    r_min = w.radius_min if w.radius_min is not None else (0.12 if n < 1000 else 0.05)
+    points: list[tuple[int, float, float]] = []
+    for t in range(w.topics):
+        while True:
+            m = math.floor((1 - rng.random()) ** (-1 / (w.points_alpha - 1)))
+            if m <= w.max_points:
+                break
+        points += [(t, rng.random(), rng.random()) for _ in range(m)]
+    pts = np.array([(x, y) for _, x, y in points])
+    owner = np.array([t for t, _, _ in points])
+    subs = []
+    for _ in range(n):
+        x, y = rng.random(), rng.random()
+        r = min(0.5, r_min * (1 - rng.random()) ** (-1 / (w.radius_alpha - 1)))
+        d = np.abs(pts - (x, y))
+        d = np.minimum(d, 1 - d)  # torus
+        dist = np.hypot(d[:, 0], d[:, 1])
+        inside = set(owner[dist <= r].tolist()) or {int(owner[np.argmin(dist)])}
+        subs.append(inside)
+    counts = Counter(t for s in subs for t in s)
+    return [frozenset(topic_name(t) for t in s if counts[t] >= 2) for s in subs]
+
+
+# --- social graphs ------------------------------------------------------------------------
+
+
+def read_edge_list(path: str | Path) -> nx.DiGraph:
+    """Whitespace-separated 'u v' lines; '#' and '%' start comments. Errors name file and line."""
+    g = nx.DiGraph()
+    opener = gzip.open if str(path).endswith(".gz") else open
+    try:
+        with opener(path, "rt") as f:
+            for lineno, line in enumerate(f, 1):
+                line = line.strip()
+                if not line or line[0] in "#%":
+                    continue
+                parts = line.split()
+                if len(parts) < 2:
+                    raise PlanError(f"{path}:{lineno}: expected 'u v', got {line!r}")
+                g.add_edge(parts[0], parts[1])
+    except OSError as e:
+        raise PlanError(f"{path}: cannot read: {e}") from None
+    return g
+
+
+def synthetic_follower_graph(size: int, rng: random.Random) -> nx.DiGraph:
+    """A directed scale-free graph (Bollobás et al.; networkx.scale_free_graph) with heavy-tailed
+    in- and out-degrees, as poldercast.md §7.2 suggests when the real traces are missing.
+    Edge u -> v reads 'u follows v'."""
+    multi = nx.scale_free_graph(size, seed=rng.getrandbits(32))
+    g = nx.DiGraph(multi)
+    g.remove_edges_from(nx.selfloop_edges(g))
+    return g
+
+
+def bfs_sample(g: nx.DiGraph, n: int, seeds: int, rng: random.Random) -> list:
+    """BFS over the (undirected view of the) graph from random seed users until n users."""
+    if g.number_of_nodes() < n:
+        raise PlanError(f"workload.graph: the graph has {g.number_of_nodes()} users, fewer than nodes.count = {n}")
+    und = g.to_undirected(as_view=True)
+    order = sorted(g.nodes, key=str)
+    seen: dict = {}
+    queue: list = []
+    starts = rng.sample(order, min(seeds, len(order)))
+    while len(seen) < n:
+        if not queue:
+            start = starts.pop() if starts else rng.choice([v for v in order if v not in seen])
+            if start in seen:
+                continue
+            seen[start] = None
+            queue.append(start)
+        v = queue.pop(0)
+        for u in sorted(und[v], key=str):
+            if u not in seen and len(seen) < n:
+                seen[u] = None
+                queue.append(u)
+    return list(seen)
+
+
+def social(w: SocialWorkload, n: int, rng: random.Random) -> Subscriptions:
+    if w.graph == "synthetic":
+        g = synthetic_follower_graph(w.synthetic_nodes or 2 * n, rng)
+    else:
+        g = read_edge_list(w.graph)
+    users = bfs_sample(g, n, w.bfs_seeds, rng)
+    index = {u: i for i, u in enumerate(users)}
+    subs: list[set[str]] = [set() for _ in users]
+    for u, v in g.subgraph(users).edges:
+        subs[index[u]].add(f"u{index[v]}")       # u follows v: u subscribes to v's topic
+        if not w.directed:
+            subs[index[v]].add(f"u{index[u]}")
+    return [frozenset(s) for s in subs]
+
+
+# --- traces -------------------------------------------------------------------------------
+
+
+def read_subscription_trace(path: str | Path) -> dict[str, set[str]]:
+    """'node topic' lines -> {node label: topics}, in order of first appearance."""
+    out: dict[str, set[str]] = {}
+    opener = gzip.open if str(path).endswith(".gz") else open
+    try:
+        with opener(path, "rt") as f:
+            for lineno, line in enumerate(f, 1):
+                line = line.strip()
+                if not line or line.startswith("#"):
+                    continue
+                parts = line.split()
+                if len(parts) != 2:
+                    raise PlanError(f"{path}:{lineno}: expected 'node topic', got {line!r}")
+                out.setdefault(parts[0], set()).add(parts[1])
+    except OSError as e:
+        raise PlanError(f"{path}: cannot read: {e}") from None
+    return out
+
+
+def universe(subs: dict[str, set[str]], seeds: int, grow: str, min_subscribers: int,
+             rng: random.Random) -> dict[str, set[str]]:
+    """StaN/Rappel self-contained universe (stan.md §6.2, steps 1-5)."""
+    topics = sorted({t for ts in subs.values() for t in ts})
+    seed_set = set(rng.sample(topics, min(seeds, len(topics))))
+    for user, ts in sorted(subs.items()):
+        if ts & seed_set:
+            if grow == "own_topic":
+                if user in set(topics):
+                    seed_set.add(user)
+            else:
+                seed_set.add(rng.choice(sorted(ts)))
+    restricted = {u: ts & seed_set for u, ts in subs.items() if ts & seed_set}
+    counts = Counter(t for ts in restricted.values() for t in ts)
+    pruned = {u: {t for t in ts if counts[t] >= min_subscribers} for u, ts in restricted.items()}
+    return {u: ts for u, ts in pruned.items() if ts}
+
+
+def from_trace(w: TraceWorkload, n: int, rng: random.Random) -> Subscriptions:
+    subs = read_subscription_trace(w.path)
+    if w.universe_seeds:
+        subs = universe(subs, w.universe_seeds, w.universe_grow, w.universe_min_subscribers, rng)
+    if len(subs) < n:
+        raise PlanError(f"{w.path}: {len(subs)} nodes in the trace, fewer than nodes.count = {n}")
+    return [frozenset(ts) for ts in list(subs.values())[:n]]
+
+
+# --- description --------------------------------------------------------------------------
+
+
+def describe(subs: Subscriptions, rng: random.Random, sample: int = 500) -> dict:
+    """Distributions of subscriptions per node and subscribers per topic, and correlation:
+    SpiderCast's tdi(d) (mean of each node's d largest interest overlaps, d = 2 x mean
+    subscription size) and the mean Jaccard similarity of random node pairs."""
+    per_node = np.array([len(s) for s in subs])
+    per_topic_c = Counter(t for s in subs for t in s)
+    per_topic = np.array(sorted(per_topic_c.values()))
+
+    def dist(a: np.ndarray) -> dict:
+        if not len(a):
+            return {"count": 0}
+        return {"count": int(len(a)), "min": int(a.min()), "mean": float(a.mean()), "p50": float(np.median(a)),
+                "p90": float(np.percentile(a, 90)), "p99": float(np.percentile(a, 99)), "max": int(a.max())}
+
+    nodes = rng.sample(range(len(subs)), min(sample, len(subs)))
+    d = max(1, round(2 * per_node.mean())) if len(per_node) else 1
+    tdis, jac = [], []
+    for v in nodes:
+        if not subs[v]:
+            continue
+        overlaps = sorted(
+            (100 * len(subs[v] & subs[u]) / min(len(subs[v]), len(subs[u])) for u in nodes if u != v and subs[u]),
+            reverse=True,
+        )
+        tdis.append(float(np.mean(overlaps[:d])) if overlaps else 0.0)
+        u = rng.choice(nodes)
+        if u != v and subs[u]:
+            jac.append(len(subs[v] & subs[u]) / len(subs[v] | subs[u]))
+    return {
+        "nodes": len(subs), "topics": len(per_topic_c),
+        "subscriptions_per_node": dist(per_node), "subscribers_per_topic": dist(per_topic),
+        "correlation": {f"tdi({d})": float(np.mean(tdis)) if tdis else None,
+                        "mean_jaccard_random_pairs": float(np.mean(jac)) if jac else None,
+                        "sampled_nodes": len(nodes)},
+    }
+
+
+def fit_zipf_alpha(subs: Subscriptions) -> float:
+    """Least-squares slope of log(subscribers) against log(rank): the Zipf exponent."""
+    counts = np.array(sorted(Counter(t for s in subs for t in s).values(), reverse=True), dtype=float)
+    ranks = np.arange(1, len(counts) + 1)
+    slope, _ = np.polyfit(np.log(ranks), np.log(counts), 1)
+    return float(-slope)
