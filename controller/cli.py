@@ -2,6 +2,7 @@
 
     overlaylab run FILE [--backend sim|local] [--seed N] [--out DIR] [--set PATH=VALUE ...]
     overlaylab analyze RUN_DIR
+    overlaylab workload FILE [--json]        the workload's distributions and correlation
     overlaylab validate FILE [--set ...]     check a file without running it
     overlaylab schema                        the experiment file's JSON Schema
 """
@@ -14,6 +15,7 @@ import sys
 
 from .config import Experiment, ExperimentError, dump_experiment, load_experiment
 from .progress import console
+from .workloads import PlanError
 
 
 def _load(args) -> Experiment:
@@ -56,6 +58,31 @@ def _analyze(run_dir: str) -> int:
     return 0
 
 
+def cmd_workload(args) -> int:
+    import random
+
+    from . import workloads
+
+    exp = _load(args)
+    subs = workloads.render(exp)
+    report = workloads.describe(subs, random.Random(f"{exp.seed}:describe"))
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    from rich.table import Table
+
+    table = Table(title=f"workload {exp.workload.model}: {report['nodes']} nodes, {report['topics']} non-empty topics")
+    for col in ("", "min", "mean", "p50", "p90", "p99", "max"):
+        table.add_column(col)
+    for name in ("subscriptions_per_node", "subscribers_per_topic"):
+        d = report[name]
+        table.add_row(name.replace("_", " "), *(f"{d.get(k, 0):.4g}" for k in ("min", "mean", "p50", "p90", "p99", "max")))
+    console.print(table)
+    for k, v in report["correlation"].items():
+        console.print(f"correlation {k}: {v if v is None or isinstance(v, int) else round(v, 4)}")
+    return 0
+
+
 def cmd_validate(args) -> int:
     print(dump_experiment(_load(args)), end="")
     return 0
@@ -87,6 +114,11 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("run_dir")
     analyze.set_defaults(fn=cmd_analyze)
 
+    workload = sub.add_parser("workload", help="render the subscription workload and print its distributions")
+    experiment_args(workload)
+    workload.add_argument("--json", action="store_true", help="machine-readable output")
+    workload.set_defaults(fn=cmd_workload)
+
     validate = sub.add_parser("validate", help="check an experiment file and print it resolved")
     experiment_args(validate)
     validate.set_defaults(fn=cmd_validate)
@@ -100,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     try:
         sys.exit(args.fn(args))
-    except ExperimentError as e:
+    except (ExperimentError, PlanError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
 

@@ -76,6 +76,8 @@ class _LocalRun:
         self.alive: set[int] = set()
         self.partitions: list[frozenset[int]] = []
         self.failures: dict[str, int] = {}
+        self.locks: dict[int, asyncio.Lock] = {}
+        """One lock per churning node: its joins and departures happen one at a time, in order."""
         self.timeline = Timeline(rd)
         (rd.path / "peers").mkdir(exist_ok=True)
         (rd.path / "logs").mkdir(exist_ok=True)
@@ -157,7 +159,14 @@ class _LocalRun:
             contacts=[self._descriptor(j) for j in contacts], topics=sorted(self.plan.subscriptions[node]),
         ), timeout=RPC_TIMEOUT_S)
 
+    def _lock(self, node: int) -> asyncio.Lock:
+        return self.locks.setdefault(node, asyncio.Lock())
+
     async def _rejoin(self, node: int, at_s: float) -> None:
+        async with self._lock(node):
+            await self._rejoin_locked(node, at_s)
+
+    async def _rejoin_locked(self, node: int, at_s: float) -> None:
         if node in self.alive:
             return
         if self.solo[node].poll() is not None:  # it went down: restart it on the same port
@@ -171,6 +180,10 @@ class _LocalRun:
         await self._join(node, plans.join_contacts(self.exp, node, at_s, self.alive))
 
     async def _depart(self, node: int, kind: str) -> None:
+        async with self._lock(node):
+            await self._depart_locked(node, kind)
+
+    async def _depart_locked(self, node: int, kind: str) -> None:
         if node not in self.alive:
             return
         self.alive.discard(node)

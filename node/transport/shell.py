@@ -39,6 +39,13 @@ from .telemetry import PeerTelemetry, context_bytes, remote_parent
 log = logging.getLogger("overlaylab.peer")
 
 SERVICE = "overlaylab.v1.Peer"
+CHANNEL_OPTIONS = [
+    # A peer that crashed and restarted on its port should be reachable again within a cycle,
+    # not after gRPC's default reconnect backoff (up to two minutes).
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+]
 
 
 class PeerShell(control_pb2_grpc.ControlServicer):
@@ -160,7 +167,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
     def _stub(self, addr: str) -> peer_pb2_grpc.PeerStub:
         entry = self._channels.get(addr)
         if entry is None:
-            channel = grpc.aio.insecure_channel(addr)
+            channel = grpc.aio.insecure_channel(addr, options=CHANNEL_OPTIONS)
             entry = self._channels[addr] = (channel, peer_pb2_grpc.PeerStub(channel))
         return entry[1]
 

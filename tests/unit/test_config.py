@@ -21,7 +21,14 @@ def test_every_shipped_experiment_validates(path):
     ({"protocol": {"name": "nosuch"}}, "protocol.name", "'gossip'"),
     ({"network": {"loss": 1.5}}, "network.loss", "less than or equal to 1"),
     ({"backend": "cloud"}, "backend", "'sim', 'local' or 'k8s'"),
-    ({"workload": {"topics": 2, "subscriptions_per_node": 3}}, "workload", "exceeds topics"),
+    ({"workload": {"model": "uniform", "subscriptions": {"min": 3, "max": 2}}}, "workload.uniform.subscriptions", "exceeds max"),
+    ({"workload": {"model": "zipfian"}}, "workload", "does not match any of the expected tags"),
+    ({"workload": {"model": "zipf", "alpha": -1}}, "workload.zipf.alpha", "greater than or equal to 0"),
+    ({"churn": {"model": "sessions", "session": {"distribution": "pareto", "shape": 0.5}}}, "churn.session", "shape > 1"),
+    ({"churn": {"model": "trace"}}, "churn", "needs churn.path"),
+    ({"network": {"delay": {"model": "matrix"}}}, "network.delay.matrix.path", "Field required"),
+    ({"network": {"partitions": [{"start_s": 5, "end_s": 1, "fraction": 0.5}]}}, "network.partitions.0", "must come after"),
+    ({"publications": {"rate_per_s": -3}}, "publications.rate_per_s", "greater than 0"),
 ])
 def test_bad_fields_are_named_with_what_was_expected(data, field, expected):
     with pytest.raises(ExperimentError) as err:

@@ -1,29 +1,27 @@
 from collections import Counter
 
+import pytest
+
 from controller import plans
 from controller.config import parse_experiment
+from controller.workloads import PlanError
 
 
 def exp(**sections):
     return parse_experiment({"name": "t", "seed": 5, **sections})
 
 
-def test_same_seed_same_plans_other_seed_other_plans():
-    a, b, c = exp(), exp(), parse_experiment({"seed": 6})
-    for fn in (plans.subscriptions, plans.bootstrap_contacts):
-        assert fn(a) == fn(b)
-        assert fn(a) != fn(c)
-    assert plans.publications(a, plans.subscriptions(a)) == plans.publications(b, plans.subscriptions(b))
-
-
-def test_uniform_subscriptions():
-    e = exp(nodes={"count": 2000}, workload={"topics": 10, "subscriptions_per_node": 3})
-    subs = plans.subscriptions(e)
-    assert all(len(s) == 3 for s in subs)
-    per_topic = Counter(t for s in subs for t in s)
-    assert len(per_topic) == 10
-    # 2000 * 3 / 10 = 600 per topic; binomial stddev about 20.
-    assert all(500 < n < 700 for n in per_topic.values())
+def test_same_seed_same_plan_other_seed_other_plan():
+    spec = {"nodes": {"count": 50}, "churn": {"model": "sessions", "fraction": 0.3, "session": {"mean_s": 3}},
+            "network": {"delay": {"model": "distribution"}, "partitions": [{"start_s": 1, "end_s": 2, "fraction": 0.2}]}}
+    a, b = plans.render(exp(**spec)), plans.render(exp(**spec))
+    c = plans.render(parse_experiment({"seed": 6, **spec}))
+    for field in ("subscriptions", "contacts", "publications"):
+        assert getattr(a, field) == getattr(b, field)
+        assert getattr(a, field) != getattr(c, field)
+    assert a.churn.events == b.churn.events != c.churn.events
+    assert [p.nodes for p in a.network.partitions] == [p.nodes for p in b.network.partitions]
+    assert [a.network.base_delay(1, j) for j in range(50)] == [b.network.base_delay(1, j) for j in range(50)]
 
 
 def test_bootstrap_contacts_are_distinct_others():
@@ -32,15 +30,45 @@ def test_bootstrap_contacts_are_distinct_others():
         assert len(cs) == len(set(cs)) == 4 and i not in cs
 
 
-def test_publications_follow_rate_and_publishers_subscribe():
-    e = exp(publications={"count": 30, "rate_per_s": 5})
-    subs = plans.subscriptions(e)
-    pubs = plans.publications(e, subs)
-    assert len(pubs) == 30
-    assert [p.at_s for p in pubs] == [i / 5 for i in range(30)]
-    assert all(p.topic in subs[p.node] for p in pubs)
+def test_rate_publications_follow_rate_and_publishers_subscribe():
+    e = exp(publications={"count": 30, "rate_per_s": 5}, phases={"warmup_s": 2})
+    plan = plans.render(e)
+    assert [p.at_s for p in plan.publications] == [2 + i / 5 for i in range(30)]
+    assert all(p.topic in plan.subscriptions[p.node] for p in plan.publications)
+
+
+def test_per_topic_publications_cover_every_non_empty_topic_each_round():
+    e = exp(workload={"model": "zipf", "topics": 50, "alpha": 1.5, "subscriptions": {"min": 1, "max": 1}},
+            nodes={"count": 100}, publications={"mode": "per_topic", "rounds": 3})
+    plan = plans.render(e)
+    topics = {t for s in plan.subscriptions for t in s}
+    assert Counter(p.topic for p in plan.publications) == {t: 3 for t in topics}
+
+
+def test_popularity_topic_choice_follows_subscriber_counts():
+    e = exp(workload={"model": "zipf", "topics": 20, "alpha": 1.2, "subscriptions": {"min": 1, "max": 1}},
+            nodes={"count": 2000}, publications={"count": 5000, "topic_choice": "popularity"})
+    plan = plans.render(e)
+    subs = Counter(t for s in plan.subscriptions for t in s)
+    pubs = Counter(p.topic for p in plan.publications)
+    top = subs.most_common(1)[0][0]
+    assert abs(pubs[top] / 5000 - subs[top] / 2000) < 0.03
+
+
+def test_publishers_are_online_under_churn():
+    e = exp(nodes={"count": 40}, publications={"count": 100, "rate_per_s": 5},
+            churn={"model": "sessions", "fraction": 0.5, "session": {"mean_s": 2}, "downtime": {"mean_s": 2}})
+    plan = plans.render(e)
+    for p in plan.publications:
+        assert p.node in plan.churn.alive_at(p.at_s, 40)
 
 
 def test_payload_size():
-    e = exp(publications={"payload_bytes": 100})
-    assert len(plans.payload(e, 3)) == 100
+    assert len(plans.payload(exp(publications={"payload_bytes": 100}), 3)) == 100
+
+
+def test_no_subscriptions_at_all_is_a_plan_error(tmp_path):
+    f = tmp_path / "subs.txt"
+    f.write_text("# empty\n")
+    with pytest.raises(PlanError):
+        plans.render(exp(nodes={"count": 2}, workload={"model": "trace", "path": str(f)}))
