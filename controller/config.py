@@ -14,8 +14,8 @@ from typing import Annotated, Any, Literal, Union
 
 import yaml
 from pydantic import (
-    BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt, ValidationError,
-    create_model, model_validator,
+    BaseModel, ConfigDict, Discriminator, Field, NonNegativeFloat, PositiveFloat, PositiveInt, Tag,
+    ValidationError, create_model, model_validator,
 )
 
 from node.core import protocol_config_class, protocol_names
@@ -148,9 +148,20 @@ class TraceWorkload(Strict):
     """Topics with fewer subscribers are pruned from the universe."""
 
 
+def _by_model(default: str):
+    """Discriminate a union on ``model``, which may be left out for the default model."""
+    def tag(value) -> str:
+        return value.get("model", default) if isinstance(value, dict) else getattr(value, "model", default)
+    return Discriminator(tag)
+
+
+def _tagged(*models) -> tuple:
+    return tuple(Annotated[m, Tag(m.model_fields["model"].annotation.__args__[0])] for m in models)
+
+
 Workload = Annotated[
-    Union[UniformWorkload, ZipfWorkload, SpiderCastWorkload, StanGridWorkload, SocialWorkload, TraceWorkload],
-    Field(discriminator="model"),
+    Union[_tagged(UniformWorkload, ZipfWorkload, SpiderCastWorkload, StanGridWorkload, SocialWorkload, TraceWorkload)],
+    _by_model("uniform"),
 ]
 
 
@@ -282,7 +293,7 @@ class MatrixDelay(Strict):
     """One-way delay = value x scale (0.5 turns an RTT in ms into a one-way delay in ms)."""
 
 
-Delay = Annotated[Union[ConstantDelay, DistributionDelay, GeoDelay, MatrixDelay], Field(discriminator="model")]
+Delay = Annotated[Union[_tagged(ConstantDelay, DistributionDelay, GeoDelay, MatrixDelay)], _by_model("constant")]
 
 
 class Partition(Strict):
