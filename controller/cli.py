@@ -2,6 +2,7 @@
 
     overlaylab run FILE [--backend sim|local] [--seed N] [--out DIR] [--set PATH=VALUE ...]
     overlaylab analyze RUN_DIR
+    overlaylab compare RUN_DIR RUN_DIR...    metrics side by side (e.g. sim against local)
     overlaylab workload FILE [--json]        the workload's distributions and correlation
     overlaylab validate FILE [--set ...]     check a file without running it
     overlaylab schema                        the experiment file's JSON Schema
@@ -55,6 +56,32 @@ def _analyze(run_dir: str) -> int:
     summary = summarize(run_dir)
     print(json.dumps(summary, indent=2))
     console.print(f"summary: {run_dir}/summary.json  report: {run_dir}/report.html")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from analysis.compare import compare
+    from rich.table import Table
+
+    result = compare(args.run_dirs)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    table = Table(title="compare")
+    table.add_column("metric")
+    for run, backend in zip(result["runs"], result["backends"]):
+        table.add_column(f"{backend}\n{run}")
+    for k in range(1, len(result["runs"])):
+        table.add_column(f"diff {k}")
+
+    def fmt(v):
+        return "n/a" if v is None else f"{v:.4g}"
+
+    for row in result["metrics"]:
+        table.add_row(row["metric"], *map(fmt, row["values"]), *map(fmt, row["diff"]))
+    console.print(table)
+    for k, tvd in enumerate(result["hop_tvd"], 1):
+        console.print(f"hop distribution, total variation distance run 0 vs {k}: {fmt(tvd)}")
     return 0
 
 
@@ -113,6 +140,11 @@ def build_parser() -> argparse.ArgumentParser:
     analyze = sub.add_parser("analyze", help="(re)compute summary.json and report.html of a run")
     analyze.add_argument("run_dir")
     analyze.set_defaults(fn=cmd_analyze)
+
+    comp = sub.add_parser("compare", help="compare analysed runs side by side (e.g. sim against local)")
+    comp.add_argument("run_dirs", nargs="+")
+    comp.add_argument("--json", action="store_true", help="machine-readable output")
+    comp.set_defaults(fn=cmd_compare)
 
     workload = sub.add_parser("workload", help="render the subscription workload and print its distributions")
     experiment_args(workload)

@@ -75,7 +75,9 @@ def run(run_dir: str | Path, spark: SparkSession | None = None) -> dict:
         summary["fidelity"] = json.loads((rd / "fidelity.json").read_text())
     summary["churn"] = churn_counts(_read_jsonl(rd / "timeline.jsonl"))
     summary["skipped_publications"] = meta.get("skipped_publications", 0)
-    summary["plots"] = report.write(rd, summary, latency_cdf(dels), _rows(m.hop_histogram(dels)), events)
+    hop_rows = _rows(m.hop_histogram(dels))
+    summary["hop_histogram"] = {str(r["hops"]): r["count"] for r in hop_rows}
+    summary["plots"] = report.write(rd, summary, latency_cdf(dels), hop_rows, events)
     (rd / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
     report.write_html(rd, summary)
     return summary

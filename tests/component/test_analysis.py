@@ -138,3 +138,19 @@ def test_overlay_degree_connectivity_and_overhead():
              {"counters": {"msgs_sent.cyclon": 20, "bytes_sent.cyclon": 1000}}]
     o = overlay.overhead(stats, duration_s=10.0, cycle_s=1.0)
     assert (o["msgs_per_node_per_cycle"], o["bytes_per_node_per_cycle"]) == (2.0, 150.0)
+
+
+def test_compare_runs(tmp_path):
+    from analysis.compare import compare, hop_tvd
+
+    assert hop_tvd({"1": 5, "2": 5}, {"1": 5, "2": 5}) == 0
+    assert hop_tvd({"1": 10}, {"2": 3}) == 1
+    assert hop_tvd({"1": 6, "2": 4}, {"1": 4, "2": 6}) == pytest.approx(0.2)
+    for name, hit, hist in (("a", 1.0, {"1": 3, "2": 1}), ("b", 0.5, {"1": 1, "2": 3})):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text(json.dumps(
+            {"run_id": name, "backend": name, "hit_ratio": hit, "hops": {"mean": 1.0}, "hop_histogram": hist}))
+    result = compare([tmp_path / "a", tmp_path / "b"])
+    row = next(r for r in result["metrics"] if r["metric"] == "hit_ratio")
+    assert row["values"] == [1.0, 0.5] and row["diff"] == [-0.5]
+    assert result["hop_tvd"] == [pytest.approx(0.5)]
