@@ -16,7 +16,8 @@ Trace formats:
   ``-`` for never); ``#`` comments. Node labels map to 0..N-1 in order of first appearance.
   Nodes the trace never mentions stay offline (the PolderCast E5 mapping).
 - ``peersim``: the STUNner smartphone trace format (``user firstOnline startDate_ms tz d1 d2
-  ...``, alternating online/offline durations in ms; several lines per user).
+  ...``, alternating online/offline durations in ms; several lines per user). ``align:
+  per_user`` starts every user's sessions at time 0 (users were measured in different weeks).
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ def _sessions(c: Churn, n: int, start: float, end: float, down: str, rng: random
 
 
 def _trace(c: Churn, n: int, warm: float, end: float, down: str) -> ChurnPlan:
-    sessions = read_peersim(c.path) if c.format == "peersim" else read_plain(c.path)
+    sessions = read_peersim(c.path, c.align == "per_user") if c.format == "peersim" else read_plain(c.path)
     labels = list(sessions)
     if len(labels) > n:
         labels = labels[:n]
@@ -137,9 +138,12 @@ def read_plain(path: str) -> dict[str, list[tuple[float, float]]]:
     return out
 
 
-def read_peersim(path: str) -> dict[str, list[tuple[float, float]]]:
+def read_peersim(path: str, per_user: bool = False) -> dict[str, list[tuple[float, float]]]:
+    """Sessions in seconds from the trace's first record (or, ``per_user``, from each user's
+    own first record, which stacks users measured in different weeks on one time axis)."""
     out: dict[str, list[tuple[float, float]]] = {}
     t0 = None
+    first: dict[str, int] = {}
     for lineno, parts in _lines(path):
         try:
             user, first_online, start_ms = parts[0], int(parts[1]), int(parts[2])
@@ -147,14 +151,15 @@ def read_peersim(path: str) -> dict[str, list[tuple[float, float]]]:
         except (IndexError, ValueError):
             raise PlanError(f"{path}:{lineno}: expected 'user firstOnline startDate_ms tz d1 d2 ...'") from None
         t0 = start_ms if t0 is None else min(t0, start_ms)
+        first[user] = min(first.get(user, start_ms), start_ms)
         t, online = start_ms, first_online == 1
         for d in durations:
             if online:
                 out.setdefault(user, []).append((t, t + d))
             t += d
             online = not online
-    assert t0 is not None or not out
-    return {u: [((a - t0) / 1000, (b - t0) / 1000) for a, b in _merge(sorted(s))] for u, s in out.items()}
+    base = (lambda u: first[u]) if per_user else (lambda u: t0)
+    return {u: [((a - base(u)) / 1000, (b - base(u)) / 1000) for a, b in _merge(sorted(s))] for u, s in out.items()}
 
 
 def _merge(sessions: list[tuple[float, float]]) -> list[tuple[float, float]]:

@@ -234,6 +234,8 @@ class Churn(Strict):
     """trace: the file. Plain format: 'node join_s leave_s' per line; or PeerSim sessions (see docs)."""
     format: Literal["plain", "peersim"] = "plain"
     """trace: the file's format."""
+    align: Literal["absolute", "per_user"] = "absolute"
+    """trace (peersim): one time axis for all, or each user's sessions from its own first record."""
     time_scale: PositiveFloat = 1.0
     """trace: divide trace times by this (compress time)."""
     offset_s: NonNegativeFloat = 0.0
