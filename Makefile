@@ -10,7 +10,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 EXPERIMENT ?= experiments/quickstart.yaml
 BACKEND ?= local
 
-.PHONY: setup run test test-unit test-component proto proto-check bench clean
+.PHONY: setup run test test-unit test-component proto proto-check bench bench-sim bench-load clean
 
 setup: $(STAMP)
 
@@ -47,8 +47,13 @@ proto-check: proto
 	@git diff --exit-code -- $(GEN) || { echo "generated stubs are stale: run 'make proto' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- $(GEN))" || { echo "untracked generated files: run 'make proto' and commit"; exit 1; }
 
-bench: setup
+bench: bench-sim bench-load
+
+bench-sim: setup
 	$(PY) bench/run.py
+
+bench-load: setup
+	$(PY) bench/load.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -135,3 +135,33 @@ def quantiles(dels: DataFrame, column: str, qs: list[float]) -> DataFrame:
     """One row, one array column ``q``: exact quantiles of ``column`` over delivered copies."""
     return dels.where("delivered").agg(F.percentile(column, qs).alias("q"), F.max(column).alias("max"),
                                        F.mean(column).alias("mean"))
+
+
+def timeseries(dels: DataFrame, pubs: DataFrame, start_ns: int, bucket_s: float = 1.0) -> DataFrame:
+    """Per time bucket (seconds since ``start_ns``): events published, expected receivers,
+    deliveries to them and hit ratio of the events published in that bucket, their latency p50
+    and p99, and deliveries made in the bucket (by arrival time)."""
+    width = F.lit(int(bucket_s * 1e9))
+    bucket = lambda col: F.floor((col - F.lit(start_ns)) / width).cast("long")  # noqa: E731
+    published = pubs.groupBy(bucket(F.col("t0_ns")).alias("bucket")).agg(F.count("*").alias("published"))
+    d = dels.join(pubs.select("event_id", "t0_ns"), "event_id")
+    by_pub = d.groupBy(bucket(F.col("t0_ns")).alias("bucket")).agg(
+        F.count("*").alias("expected"),
+        F.sum(F.col("delivered").cast("long")).alias("delivered"),
+        F.percentile(F.col("latency_ms"), [0.5, 0.99]).alias("lat"),
+    )
+    arrivals = (
+        d.where("delivered")
+        .groupBy(bucket(F.col("t0_ns") + (F.col("latency_ms") * 1e6).cast("long")).alias("bucket"))
+        .agg(F.count("*").alias("deliveries"))
+    )
+    return (
+        published.join(by_pub, "bucket", "full").join(arrivals, "bucket", "full")
+        .fillna(0, ["published", "expected", "delivered", "deliveries"])
+        .select(
+            (F.col("bucket") * bucket_s).alias("t_s"), "published", "expected", "delivered", "deliveries",
+            F.when(F.col("expected") > 0, F.col("delivered") / F.col("expected")).alias("hit_ratio"),
+            F.col("lat")[0].alias("latency_p50_ms"), F.col("lat")[1].alias("latency_p99_ms"),
+        )
+        .orderBy("t_s")
+    )

@@ -22,7 +22,8 @@ def _save(fig, path: Path) -> None:
     plt.close(fig)
 
 
-def write(rd: Path, summary: dict, cdf: list[float], hop_rows: list[dict], events: DataFrame) -> dict[str, str]:
+def write(rd: Path, summary: dict, cdf: list[float], hop_rows: list[dict], events: DataFrame,
+          series: list[dict] = ()) -> dict[str, str]:
     """Draw the plots into ``rd/plots``; returns {plot name: relative path}."""
     plots = rd / "plots"
     plots.mkdir(exist_ok=True)
@@ -49,6 +50,27 @@ def write(rd: Path, summary: dict, cdf: list[float], hop_rows: list[dict], event
     ax.set(xlabel="hit ratio of an event", ylabel="events", title="Hit ratio per event")
     _save(fig, plots / "hit_ratio_per_event.png")
     out["hit_ratio_per_event"] = "plots/hit_ratio_per_event.png"
+
+    if series:
+        t = [r["t_s"] for r in series]
+        fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(7, 7), sharex=True)
+        locust = summary.get("load", {}).get("locust")
+        if locust and locust["history"]:
+            t0 = summary["load"]["measure_start_unix_s"]
+            ax1.plot([h["t_unix_s"] - t0 for h in locust["history"]], [h["requests_per_s"] for h in locust["history"]],
+                     label="offered (Locust requests/s)")
+        ax1.plot(t, [r["published"] for r in series], label="published events/s")
+        ax1.plot(t, [r["deliveries"] for r in series], label="deliveries/s")
+        ax1.set(ylabel="per second", title="Load over time (s after the warm-up)")
+        ax1.legend(fontsize=8)
+        ax2.plot(t, [r["hit_ratio"] for r in series])
+        ax2.set(ylabel="hit ratio", ylim=(0, 1.05))
+        ax3.plot(t, [r["latency_p50_ms"] for r in series], label="p50")
+        ax3.plot(t, [r["latency_p99_ms"] for r in series], label="p99")
+        ax3.set(ylabel=f"latency ({unit})", xlabel="time (s)")
+        ax3.legend(fontsize=8)
+        _save(fig, plots / "over_time.png")
+        out["over_time"] = "plots/over_time.png"
     return out
 
 

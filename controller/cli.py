@@ -1,6 +1,6 @@
 """``overlaylab``: run experiments and analyse runs.
 
-    overlaylab run FILE [--backend sim|local] [--seed N] [--out DIR] [--set PATH=VALUE ...]
+    overlaylab run FILE [--backend sim|local] [--seed N] [--out DIR] [--set PATH=VALUE ...] [--load-ui]
     overlaylab analyze RUN_DIR
     overlaylab compare RUN_DIR RUN_DIR...    metrics side by side (e.g. sim against local)
     overlaylab workload FILE [--json]        the workload's distributions and correlation
@@ -33,7 +33,9 @@ def cmd_run(args) -> int:
     from .runners import get_runner
 
     exp = _load(args)
-    runner = get_runner(exp.backend)
+    if args.load_ui and (exp.backend != "local" or exp.publications.driver != "locust"):
+        raise ExperimentError("--load-ui needs backend local and publications.driver: locust")
+    runner = get_runner(exp.backend, load_ui=args.load_ui)
     rd = RunDir.create(exp, exp.outputs.dir)
     console.print(f"run {rd.run_id} -> {rd.path}")
     try:
@@ -135,6 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int)
     run.add_argument("--out", help="directory for run directories (default: outputs.dir)")
     run.add_argument("--no-analyze", action="store_true", help="skip the analysis")
+    run.add_argument("--load-ui", action="store_true",
+                     help="Locust with its web UI on http://127.0.0.1:8089; Ctrl-C ends the load phase")
     run.set_defaults(fn=cmd_run)
 
     analyze = sub.add_parser("analyze", help="(re)compute summary.json and report.html of a run")

@@ -166,6 +166,12 @@ Workload = Annotated[
 
 
 class Publications(Strict):
+    driver: Literal["schedule", "locust"] = "schedule"
+    """schedule: the controller publishes the planned events at their times; locust: Locust users
+    publish at rate_per_s for count / rate_per_s seconds, choosing topic and publisher the same way
+    (local backend)."""
+    locust_users: PositiveInt = 16
+    """locust: simulated users; each publishes rate_per_s / locust_users times per second."""
     mode: Literal["rate", "per_topic"] = "rate"
     """rate: `count` events at `rate_per_s`; per_topic: one event per non-empty topic per round (the papers)."""
     count: PositiveInt = 50

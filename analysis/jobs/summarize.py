@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 
 from .. import metrics as m
 from .. import overlay, report, schemas
+from ..load import read_locust
 from ..spark import get_spark
 
 QUANTILES = [0.5, 0.9, 0.99]
@@ -75,12 +76,41 @@ def run(run_dir: str | Path, spark: SparkSession | None = None) -> dict:
         summary["fidelity"] = json.loads((rd / "fidelity.json").read_text())
     summary["churn"] = churn_counts(_read_jsonl(rd / "timeline.jsonl"))
     summary["skipped_publications"] = meta.get("skipped_publications", 0)
+    series = m.timeseries(dels, pubs, meta["measure_start_ns"]).cache()
+    series.write.mode("overwrite").parquet(str(rd / "metrics" / "timeseries.parquet"))
+    series_rows = _rows(series)
+    summary["load"] = load_summary(rd, meta, settings_publications(rd), series_rows)
     hop_rows = _rows(m.hop_histogram(dels))
     summary["hop_histogram"] = {str(r["hops"]): r["count"] for r in hop_rows}
-    summary["plots"] = report.write(rd, summary, latency_cdf(dels), hop_rows, events)
+    summary["plots"] = report.write(rd, summary, latency_cdf(dels), hop_rows, events, series_rows)
     (rd / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
     report.write_html(rd, summary)
     return summary
+
+
+def settings_publications(rd: Path) -> dict:
+    return (yaml.safe_load((rd / "experiment.yaml").read_text()) or {}).get("publications", {})
+
+
+def load_summary(rd: Path, meta: dict, pubs: dict, series: list[dict]) -> dict:
+    """Offered against delivered: the target rate, what Locust offered (if it ran), the rate at
+    which events were published (publish spans) and delivered, over the buckets with traffic."""
+    active = [r for r in series if r["published"] > 0]
+    out = {
+        "driver": pubs.get("driver", "schedule"),
+        "target_rate_per_s": pubs.get("rate_per_s"),
+        "published_per_s": sum(r["published"] for r in active) / len(active) if active else None,
+        "deliveries_per_s": sum(r["deliveries"] for r in series) / len(active) if active else None,
+        "timeseries": series,
+        "measure_start_unix_s": meta["measure_start_ns"] / 1e9,
+    }
+    locust = read_locust(rd)
+    if locust is not None:
+        out["locust"] = locust
+        out["offered_per_s"] = locust["requests_per_s"]
+        target = pubs.get("rate_per_s")
+        out["offered_share_of_target"] = locust["requests_per_s"] / target if target else None
+    return out
 
 
 def churn_counts(timeline: list[dict]) -> dict:

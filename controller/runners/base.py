@@ -15,11 +15,11 @@ class Runner(ABC):
         and stop everything it started, also on KeyboardInterrupt."""
 
 
-def get_runner(backend: str) -> Runner:
+def get_runner(backend: str, load_ui: bool = False) -> Runner:
     if backend == "sim":
         from .sim import SimRunner
         return SimRunner()
     if backend == "local":
         from .local import LocalRunner
-        return LocalRunner()
+        return LocalRunner(load_ui=load_ui)
     raise NotImplementedError(f"backend {backend!r} is not available yet (sim and local are)")

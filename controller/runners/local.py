@@ -36,6 +36,8 @@ import grpc
 from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc, peer_pb2
 from node.transport import codec
 
+from loadgen.plan import write_load_plan
+
 from .. import plans
 from ..config import Experiment
 from ..progress import console, phase
@@ -51,9 +53,15 @@ class PeerProcessError(RuntimeError):
     pass
 
 
+ROOT = Path(__file__).resolve().parent.parent.parent
+LOCUSTFILE = ROOT / "loadgen" / "locustfile.py"
+
+
 class LocalRunner(Runner):
-    def __init__(self) -> None:
+    def __init__(self, load_ui: bool = False) -> None:
         self.procs: list[subprocess.Popen] = []
+        self.load_ui = load_ui
+        """Run Locust with its web UI; the load phase ends at the first Ctrl-C."""
 
     def run(self, exp: Experiment, rd: RunDir) -> None:
         try:
@@ -230,9 +238,46 @@ class _LocalRun:
         for w in self.plan.network.partitions:
             items.append((w.start_s, len(items), lambda w=w: self._partition(w.nodes, True)))
             items.append((w.end_s, len(items), lambda w=w: self._partition(w.nodes, False)))
-        for k, p in enumerate(self.plan.publications):
-            items.append((p.at_s, len(items), lambda k=k, p=p: self._publish(k, p)))
+        if self.exp.publications.driver == "locust":
+            items.append((self.exp.phases.warmup_s, len(items), self._locust))
+        else:
+            for k, p in enumerate(self.plan.publications):
+                items.append((p.at_s, len(items), lambda k=k, p=p: self._publish(k, p)))
         return sorted(items, key=lambda x: (x[0], x[1]))
+
+    async def _locust(self) -> None:
+        """The load phase: Locust publishes at the planned rate for count / rate seconds (or, with
+        the web UI, until the first Ctrl-C); its CSV statistics and HTML report go to locust/."""
+        p, rd = self.exp.publications, self.rd
+        out = rd.path / "locust"
+        out.mkdir(exist_ok=True)
+        write_load_plan(out / "plan.json", addrs=self.addrs, subscriptions=self.plan.subscriptions,
+                        topic_choice=p.topic_choice, payload_bytes=p.payload_bytes, seed=self.exp.seed)
+        users = p.locust_users
+        duration = p.count / p.rate_per_s
+        cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "-u", str(users), "-r", str(users),
+               "--csv", str(out / "stats"), "--csv-full-history", "--html", str(out / "report.html"),
+               "--stop-timeout", "2", "--exit-code-on-error", "0", "--loglevel", "WARNING"]
+        if self.runner.load_ui:
+            cmd += ["--web-host", "127.0.0.1", "--web-port", "8089", "--autostart"]
+        else:
+            cmd += ["--headless", "--only-summary", "-t", f"{max(1, round(duration))}s"]
+        env = {**os.environ, "OVERLAYLAB_LOAD_PLAN": str(out / "plan.json"),
+               "OVERLAYLAB_RATE_PER_USER": str(p.rate_per_s / users), "PYTHONPATH": str(ROOT)}
+        with open(out / "locust.log", "w") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        self.runner.procs.append(proc)
+        self.timeline.record(time.time_ns(), "load_start", None, driver="locust", users=users, rate_per_s=p.rate_per_s)
+        loop = asyncio.get_running_loop()
+        if self.runner.load_ui:
+            stop = asyncio.Event()
+            loop.add_signal_handler(signal.SIGINT, stop.set)
+            console.print("Locust web UI: http://127.0.0.1:8089 (the load is running; Ctrl-C ends the load phase)")
+            await stop.wait()
+            loop.remove_signal_handler(signal.SIGINT)
+            os.killpg(proc.pid, signal.SIGTERM)
+        await loop.run_in_executor(None, proc.wait)
+        self.timeline.record(time.time_ns(), "load_end", None, exit_code=proc.returncode)
 
     async def run(self) -> None:
         exp, rd, plan = self.exp, self.rd, self.plan
@@ -245,20 +290,24 @@ class _LocalRun:
             await asyncio.gather(*(self._join(i, plans.initial_contacts(plan, i), initial=True)
                                    for i in range(self.n) if i not in plan.churn.offline_at_start))
             tasks = []
-            schedule = self._schedule()
+            load_end = plan.end_s - exp.phases.drain_s
             with phase(f"local: {self.n} peers, {plan.end_s:.0f} s (warm-up {exp.phases.warmup_s:g} s)", plan.end_s) as advance:
-                for at, _, fn in schedule:
+                for at, _, fn in self._schedule():
                     while (now := loop.time() - t0) < at:
                         advance(now)
                         await asyncio.sleep(min(0.5, at - now))
                     tasks.append(asyncio.ensure_future(fn()))
-                while (now := loop.time() - t0) < plan.end_s:
+                while (now := loop.time() - t0) < load_end:
                     advance(now)
-                    await asyncio.sleep(min(0.5, plan.end_s - now))
+                    await asyncio.sleep(min(0.5, load_end - now))
+                for r in await asyncio.gather(*tasks, return_exceptions=True):
+                    if isinstance(r, Exception):
+                        self._fail(type(r).__name__)
+                drain_end = loop.time() + exp.phases.drain_s
+                while (left := drain_end - loop.time()) > 0:
+                    advance(plan.end_s - left)
+                    await asyncio.sleep(min(0.5, left))
                 advance(plan.end_s)
-            for r in await asyncio.gather(*tasks, return_exceptions=True):
-                if isinstance(r, Exception):
-                    self._fail(type(r).__name__)
             ended_ns = time.time_ns()
             measure_start_ns = started_ns + round(exp.phases.warmup_s * 1e9)
             fidelity = await self._fidelity()

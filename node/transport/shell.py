@@ -117,8 +117,9 @@ class PeerShell(control_pb2_grpc.ControlServicer):
     def now(self) -> float:
         return asyncio.get_running_loop().time()
 
-    def _execute(self, actions: list[Action], parent=None, reply_to: int | None = None):
-        """Carry out ``actions``; returns the reply Gossip addressed to ``reply_to``, if any."""
+    def _execute(self, actions: list[Action], parent=None, reply_to: int | None = None, links=()):
+        """Carry out ``actions``; returns the reply Gossip addressed to ``reply_to``, if any.
+        ``links``: span contexts the publish span links to (the load generator's request)."""
         reply = None
         span = parent
         for a in actions:
@@ -138,7 +139,8 @@ class PeerShell(control_pb2_grpc.ControlServicer):
                 span = self.telemetry.span("receive", parent, self._attributes(a.event, a.src, a.first_copy, a.subscriber))
             elif isinstance(a, Published):
                 self.stats["events_published"] += 1
-                span = self.telemetry.span("publish", None, self._attributes(a.event, None, True, a.event.topic in self.core.topics))
+                span = self.telemetry.span("publish", None, self._attributes(a.event, None, True, a.event.topic in self.core.topics),
+                                           links=links)
         return reply
 
     def _attributes(self, e: EventMsg, src: int | None, first: bool, subscriber: bool) -> dict:
@@ -275,7 +277,8 @@ class PeerShell(control_pb2_grpc.ControlServicer):
             actions = self.core.publish(request.topic, request.payload, self.now)
         except LocalProtocolError as e:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
-        self._execute(actions)
+        link = remote_parent(request.trace_id, request.span_id)
+        self._execute(actions, links=[link] if link else [])
         event = next(a.event for a in actions if isinstance(a, Published))
         return control_pb2.PublishReply(event_id=event.event_id)
 

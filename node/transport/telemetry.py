@@ -54,10 +54,12 @@ class PeerTelemetry:
         self.tracer = self.provider.get_tracer("overlaylab.node")
         self.ended = 0
 
-    def span(self, name: str, parent: trace.SpanContext | None, attributes: dict) -> trace.SpanContext:
+    def span(self, name: str, parent: trace.SpanContext | None, attributes: dict,
+             links: list[trace.SpanContext] = ()) -> trace.SpanContext:
         """Record an instantaneous span; returns its context for the copies it causes."""
         ctx = trace.set_span_in_context(trace.NonRecordingSpan(parent)) if parent else None
-        span = self.tracer.start_span(name, context=ctx, attributes=attributes)
+        span = self.tracer.start_span(name, context=ctx, attributes=attributes,
+                                      links=[trace.Link(link) for link in links])
         span.end()
         self.ended += 1
         return span.get_span_context()

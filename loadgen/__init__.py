@@ -1,0 +1,1 @@
+"""Publication load with Locust (its own process: gevent). See loadgen/locustfile.py."""

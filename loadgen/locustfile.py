@@ -1,0 +1,63 @@
+"""Locust publishers: gRPC users that publish through the peers' control API.
+
+Run by the local runner (``locust -f loadgen/locustfile.py --headless ...``) with
+``OVERLAYLAB_LOAD_PLAN`` pointing at the plan it wrote, and ``OVERLAYLAB_RATE_PER_USER`` the
+publications per second each user sends (``constant_throughput``). Each ``Publish`` is a Locust
+request (name ``Publish``; failures are RPC errors, such as a peer that died). Every request gets
+its own trace context, sent in ``PublishRequest.trace_id/span_id``: the event's ``publish`` span
+links to it (OpenTelemetry span link), so an event can be traced back to the request.
+
+gRPC is made gevent-friendly as Locust documents: ``grpc.experimental.gevent.init_gevent()``
+before any channel exists.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+
+import grpc
+import grpc.experimental.gevent as grpc_gevent
+from locust import User, constant_throughput, events, task
+
+from loadgen.plan import LoadPlan
+from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc
+
+grpc_gevent.init_gevent()
+
+PLAN = LoadPlan.load(os.environ["OVERLAYLAB_LOAD_PLAN"])
+RATE_PER_USER = float(os.environ.get("OVERLAYLAB_RATE_PER_USER", "1"))
+_channels: dict[str, control_pb2_grpc.ControlStub] = {}
+
+
+def stub(addr: str) -> control_pb2_grpc.ControlStub:
+    if addr not in _channels:
+        _channels[addr] = control_pb2_grpc.ControlStub(grpc.insecure_channel(addr))
+    return _channels[addr]
+
+
+class Publisher(User):
+    wait_time = constant_throughput(RATE_PER_USER)
+    _count = 0
+
+    def on_start(self) -> None:
+        Publisher._count += 1
+        self.rng = random.Random(f"{PLAN.seed}:locust:{Publisher._count}:{os.getpid()}")
+
+    @task
+    def publish(self) -> None:
+        node, topic = PLAN.pick(self.rng)
+        trace_id, span_id = self.rng.randbytes(16), self.rng.randbytes(8)
+        request = control_pb2.PublishRequest(topic=topic, payload=PLAN.payload, trace_id=trace_id, span_id=span_id)
+        start = time.perf_counter()
+        exception, length = None, 0
+        try:
+            reply = stub(PLAN.addrs[node]).Publish(request, timeout=10)
+            length = reply.ByteSize()
+        except grpc.RpcError as e:
+            exception = e
+        events.request.fire(
+            request_type="grpc", name="Publish", response_time=(time.perf_counter() - start) * 1000,
+            response_length=length, exception=exception, context={"node": node, "topic": topic},
+        )
