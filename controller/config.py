@@ -25,22 +25,19 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
 
 
-def _protocol_models() -> Any:
-    models = [
-        create_model(
-            name,
-            __base__=Strict,
-            name=(Literal[name], ...),
-            params=(protocol_config_class(name), Field(default_factory=protocol_config_class(name))),
-        )
-        for name in protocol_names()
-    ]
-    if len(models) == 1:
-        return models[0]
-    return Annotated[Union[tuple(models)], Field(discriminator="name")]
-
-
-ProtocolSpec = _protocol_models()
+PROTOCOL_MODELS = {
+    name: create_model(
+        name,
+        __base__=Strict,
+        name=(Literal[name], ...),
+        params=(protocol_config_class(name), Field(default_factory=protocol_config_class(name))),
+    )
+    for name in protocol_names()
+}
+ProtocolSpec: Any = (
+    Annotated[Union[tuple(PROTOCOL_MODELS.values())], Field(discriminator="name")]
+    if len(PROTOCOL_MODELS) > 1 else next(iter(PROTOCOL_MODELS.values()))
+)
 
 
 class Nodes(Strict):
@@ -124,11 +121,15 @@ class SocialWorkload(Strict):
 
     model: Literal["social"]
     graph: str = "synthetic"
-    """'synthetic' (a directed scale-free follower graph) or the path of an edge list ("u v" lines)."""
+    """'synthetic' (a directed Chung-Lu follower graph) or the path of an edge list ("u v" lines)."""
     directed: bool = True
     """true: Twitter-like, u -> v means u follows v; false: Facebook-like, both follow each other."""
     synthetic_nodes: PositiveInt | None = None
     """Size of the synthetic graph before sampling (default 2 x nodes.count)."""
+    mean_follows: PositiveFloat = 20.0
+    """Synthetic graph: follow draws per user (repeats and self-follows are dropped)."""
+    exponent: float = Field(2.2, gt=2.0)
+    """Synthetic graph: power-law exponent of the in- and out-degree weights."""
     bfs_seeds: PositiveInt = 3
     """Random users the BFS starts from."""
 
@@ -180,6 +181,13 @@ class Publications(Strict):
     """Publications per second, evenly spaced (both modes)."""
     rounds: PositiveInt = 1
     """Rounds of one event per topic (mode per_topic)."""
+    round_interval_s: PositiveFloat = 1.0
+    """per_topic: a round starts every so many seconds; its events are published together."""
+    topics_per_round: PositiveInt | None = None
+    """per_topic: publish on this many random non-empty topics per round (default: all)."""
+    freeze: bool = False
+    """per_topic, sim: each round disseminates on a frozen overlay (gossip paused until no event
+    message is in flight), as the papers measure."""
     topic_choice: Literal["uniform", "popularity"] = "uniform"
     """Topic of each event (mode rate): uniform over non-empty topics, or in proportion to subscribers."""
     payload_bytes: int = Field(64, ge=0, le=65536)
@@ -368,6 +376,8 @@ class Outputs(Strict):
     """Where run directories are created."""
     analyze: bool = True
     """Run the analysis when the experiment ends."""
+    snapshot_every_s: PositiveFloat | None = None
+    """sim: snapshot every node's links this often (for convergence over time); always at the end."""
 
 
 class Experiment(Strict):
@@ -377,7 +387,7 @@ class Experiment(Strict):
     """Seed of every random choice: the same file and seed give the same plan."""
     backend: Literal["sim", "local", "k8s"] = "local"
     """Where peers run: sim (discrete-event), local (gRPC processes), k8s (Helm chart)."""
-    protocol: ProtocolSpec = Field(default_factory=lambda: ProtocolSpec(name="gossip"))  # type: ignore[operator]
+    protocol: ProtocolSpec = Field(default_factory=lambda: PROTOCOL_MODELS["gossip"](name="gossip"))
     """Protocol name and its parameters (defaults from the protocol spec)."""
     nodes: Nodes = Nodes()
     workload: Workload = Field(default_factory=UniformWorkload)

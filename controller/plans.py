@@ -63,7 +63,8 @@ def bootstrap_contacts(exp: Experiment) -> list[list[int]]:
 
 
 def publication_slots(exp: Experiment, subs: list[frozenset[str]]) -> tuple[list[float], list[str]]:
-    """Times (seconds after the warm-up) and topics of every publication."""
+    """Times (seconds after the warm-up) and topics of every publication: evenly spaced at
+    rate_per_s (mode rate), or rounds of one event per topic every round_interval_s (per_topic)."""
     rng = random.Random(f"{exp.seed}:publications")
     p = exp.publications
     counts: dict[str, int] = {}
@@ -74,8 +75,13 @@ def publication_slots(exp: Experiment, subs: list[frozenset[str]]) -> tuple[list
     if not topics:
         raise PlanError("workload: no node subscribes to anything, so nothing can be published")
     if p.mode == "per_topic":
-        chosen = [t for _ in range(p.rounds) for t in topics]
-    elif p.topic_choice == "popularity":
+        times, chosen = [], []
+        for r in range(p.rounds):
+            picked = topics if p.topics_per_round is None else sorted(rng.sample(topics, min(p.topics_per_round, len(topics))))
+            times += [r * p.round_interval_s] * len(picked)
+            chosen += picked
+        return times, chosen
+    if p.topic_choice == "popularity":
         chosen = rng.choices(topics, weights=[counts[t] for t in topics], k=p.count)
     else:
         chosen = [rng.choice(topics) for _ in range(p.count)]

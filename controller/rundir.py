@@ -74,10 +74,10 @@ class Timeline:
         self._f.close()
 
 
-def snapshot_rows(snap) -> list[dict]:
-    """One row per (node, layer) of a :class:`node.core.types.NodeSnapshot`."""
+def snapshot_rows(snap, t_ns: int) -> list[dict]:
+    """One row per (node, layer) of a :class:`node.core.types.NodeSnapshot` taken at ``t_ns``."""
     return [
-        {"node": snap.node_id, "topics": list(snap.topics), "layer": layer.layer,
+        {"t_ns": t_ns, "node": snap.node_id, "topics": list(snap.topics), "layer": layer.layer,
          "neighbours": list(layer.neighbours), "per_topic": layer.per_topic}
         for layer in snap.layers
     ]

@@ -149,13 +149,20 @@ def read_edge_list(path: str | Path) -> nx.DiGraph:
     return g
 
 
-def synthetic_follower_graph(size: int, rng: random.Random) -> nx.DiGraph:
-    """A directed scale-free graph (Bollobás et al.; networkx.scale_free_graph) with heavy-tailed
-    in- and out-degrees, as poldercast.md §7.2 suggests when the real traces are missing.
-    Edge u -> v reads 'u follows v'."""
-    multi = nx.scale_free_graph(size, seed=rng.getrandbits(32))
-    g = nx.DiGraph(multi)
-    g.remove_edges_from(nx.selfloop_edges(g))
+def synthetic_follower_graph(size: int, mean_follows: float, exponent: float, rng: random.Random) -> nx.DiGraph:
+    """A directed Chung-Lu graph with heavy-tailed in- and out-degrees (as poldercast.md §7.2
+    suggests when the real traces are missing): ``size * mean_follows`` follow draws, the
+    follower and the followee each picked by its own power-law weight (exponent ``exponent``),
+    self-follows and repeats dropped. Edge u -> v reads 'u follows v'."""
+    gen = np.random.default_rng(rng.getrandbits(64))
+    w = np.arange(1, size + 1, dtype=float) ** (-1 / (exponent - 1))
+    w /= w.sum()
+    draws = int(size * mean_follows)
+    u = gen.choice(size, draws, p=gen.permutation(w))
+    v = gen.choice(size, draws, p=gen.permutation(w))
+    g = nx.DiGraph()
+    g.add_nodes_from(range(size))
+    g.add_edges_from((int(a), int(b)) for a, b in zip(u, v) if a != b)
     return g
 
 
@@ -185,7 +192,7 @@ def bfs_sample(g: nx.DiGraph, n: int, seeds: int, rng: random.Random) -> list:
 
 def social(w: SocialWorkload, n: int, rng: random.Random) -> Subscriptions:
     if w.graph == "synthetic":
-        g = synthetic_follower_graph(w.synthetic_nodes or 2 * n, rng)
+        g = synthetic_follower_graph(w.synthetic_nodes or 2 * n, w.mean_follows, w.exponent, rng)
     else:
         g = read_edge_list(w.graph)
     users = bfs_sample(g, n, w.bfs_seeds, rng)

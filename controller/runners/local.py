@@ -323,7 +323,7 @@ class _LocalRun:
                 await c.close()
         if self.failures:
             console.print(f"[yellow]failed actions: {self.failures}[/]")
-        rd.write_jsonl("snapshots.jsonl", (row for s in snaps for row in snapshot_rows(codec.snapshot_from_pb(s))))
+        rd.write_jsonl("snapshots.jsonl", (row for s in snaps for row in snapshot_rows(codec.snapshot_from_pb(s), ended_ns)))
         rd.write_jsonl("stats.jsonl", ({"node": s.node_id, "counters": dict(s.counters)} for s in stats))
         if fidelity:
             rd.write_json("fidelity.json", fidelity)

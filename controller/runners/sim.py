@@ -81,6 +81,7 @@ class SimRunner(Runner):
             timeline.record(ns(sim.now), "fault_on" if on else "fault_off", None, fault="partition", nodes=sorted(cut))
 
         started: set[int] = set()
+        snapshots: list[dict] = []
         try:
             rd.write_jsonl("subscriptions.jsonl", ({"node": i, "topics": sorted(t)} for i, t in enumerate(subs)))
             for i in range(exp.nodes.count):
@@ -96,22 +97,37 @@ class SimRunner(Runner):
             for w in plan.network.partitions:
                 sim.call_at(w.start_s, lambda w=w: partition(w.nodes, True))
                 sim.call_at(w.end_s, lambda w=w: partition(w.nodes, False))
+            rounds: dict[float, list[tuple[int, plans.Publication]]] = {}
             for k, p in enumerate(plan.publications):
-                sim.call_at(p.at_s, lambda p=p, k=k: sim.publish(p.node, p.topic, plans.payload(exp, k)))
-            end = plan.end_s
-            with phase(f"sim: {exp.nodes.count} peers, {end:.0f} s of virtual time", end) as advance:
+                rounds.setdefault(p.at_s, []).append((k, p))
+
+            def publish(batch) -> None:
+                for k, p in batch:
+                    sim.publish(p.node, p.topic, plans.payload(exp, k))
+
+            frozen = exp.publications.freeze and exp.publications.mode == "per_topic"
+            for at, batch in rounds.items():
+                sim.call_at(at, (lambda b=batch: sim.run_frozen(lambda: publish(b))) if frozen else (lambda b=batch: publish(b)))
+            every = exp.outputs.snapshot_every_s
+            if every:
+                for k in range(1, int(plan.end_s / every) + 1):
+                    sim.call_at(k * every, lambda: snapshots.extend(
+                        row for i in sorted(alive) for row in snapshot_rows(sim.nodes[i].snapshot(), ns(sim.now))))
+            with phase(f"sim: {exp.nodes.count} peers, {plan.end_s:.0f} s of virtual time", plan.end_s) as advance:
                 t = 0.0
-                while t < end:
-                    t = min(end, t + 1.0)
+                while t < plan.end_s + sim.frozen_s:  # freezes push the schedule later
+                    t = min(plan.end_s + sim.frozen_s, t + 1.0)
                     sim.run_until(t)
-                    advance(t)
+                    advance(t - sim.frozen_s)
             spans.flush()
         finally:
             writer.close()
             timeline.close()
-        rd.write_jsonl("snapshots.jsonl", (row for i in sorted(alive) for row in snapshot_rows(sim.nodes[i].snapshot())))
+        end_ns = ns(sim.now)
+        snapshots += [row for i in sorted(alive) for row in snapshot_rows(sim.nodes[i].snapshot(), end_ns)]
+        rd.write_jsonl("snapshots.jsonl", snapshots)
         rd.write_jsonl("stats.jsonl", ({"node": i, "counters": dict(c)} for i, c in sim.stats.items()))
         rd.write_json("run.json", run_meta(
-            exp, rd, started_ns=0, measure_start_ns=ns(exp.phases.warmup_s), ended_ns=ns(end),
+            exp, rd, started_ns=0, measure_start_ns=ns(exp.phases.warmup_s), ended_ns=end_ns,
             sim_steps=sim.steps, spans=spans.count, skipped_publications=plan.skipped_publications,
         ))

@@ -1,6 +1,6 @@
 """Sans-IO protocol cores. Importing this package registers every protocol by name."""
 
-from . import gossip  # noqa: F401  (registers "gossip")
+from . import gossip, poldercast  # noqa: F401  (register "gossip", "poldercast")
 from .base import Protocol, create_protocol, protocol_config_class, protocol_names, register_protocol
 from .types import *  # noqa: F403
 

@@ -52,11 +52,12 @@ class Protocol(ABC):
     def publish(self, topic: Topic, payload: bytes, now: float) -> list[Action]: ...
 
     def subscribe(self, topic: Topic, now: float) -> list[Action]:
-        self.me = Descriptor(self.me.node_id, self.me.addr, self.me.topics | {topic})
+        self.me = Descriptor(self.me.node_id, self.me.addr, self.me.topics | {topic}, 0, self.me.priorities)
         return []
 
     def unsubscribe(self, topic: Topic, now: float) -> list[Action]:
-        self.me = Descriptor(self.me.node_id, self.me.addr, self.me.topics - {topic})
+        self.me = Descriptor(self.me.node_id, self.me.addr, self.me.topics - {topic}, 0,
+                             tuple(p for p in self.me.priorities if p[0] != topic))
         return []
 
     def leave(self, now: float) -> list[Action]:

@@ -29,9 +29,11 @@ class Descriptor:
     addr: str
     topics: frozenset[Topic] = frozenset()
     age: int = 0
+    priorities: tuple[tuple[Topic, int], ...] = ()
+    """Topic priorities where the protocol has them (PolderCast); topics left out have 0."""
 
     def aged(self, age: int) -> Descriptor:
-        return Descriptor(self.node_id, self.addr, self.topics, age)
+        return Descriptor(self.node_id, self.addr, self.topics, age, self.priorities)
 
 
 # --- messages (core <-> core, through a driver) -------------------------------------------

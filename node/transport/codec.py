@@ -23,14 +23,15 @@ MAX_NAME = 256
 
 
 def descriptor_to_pb(d: Descriptor) -> peer_pb2.NodeDescriptor:
-    return peer_pb2.NodeDescriptor(node_id=d.node_id, addr=d.addr, topics=sorted(d.topics), age=d.age)
+    return peer_pb2.NodeDescriptor(node_id=d.node_id, addr=d.addr, topics=sorted(d.topics), age=d.age,
+                                   priorities=dict(d.priorities))
 
 
 def descriptor_from_pb(pb: peer_pb2.NodeDescriptor) -> Descriptor:
-    if len(pb.topics) > MAX_TOPICS:
-        raise RemoteProtocolError(f"descriptor with {len(pb.topics)} topics")
+    if len(pb.topics) > MAX_TOPICS or len(pb.priorities) > len(pb.topics):
+        raise RemoteProtocolError(f"descriptor with {len(pb.topics)} topics, {len(pb.priorities)} priorities")
     _check_names(pb.addr, *pb.topics)
-    return Descriptor(pb.node_id, pb.addr, frozenset(pb.topics), pb.age)
+    return Descriptor(pb.node_id, pb.addr, frozenset(pb.topics), pb.age, tuple(sorted(pb.priorities.items())))
 
 
 def gossip_to_pb(m: Gossip) -> peer_pb2.GossipMessage:

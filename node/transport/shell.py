@@ -88,7 +88,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         me = Descriptor(self.node_id, self.addr)
         if self.state_path is not None and self.state_path.exists():
             self.core = pickle.loads(self.state_path.read_bytes())
-            self.core.me = Descriptor(self.node_id, self.addr, self.core.me.topics)
+            self.core.me = Descriptor(self.node_id, self.addr, self.core.me.topics, 0, self.core.me.priorities)
             self.stats["restored_state"] += 1
         else:
             self.core = create_protocol(self.protocol_name, me, self.params, random.Random(f"{self.seed}:node:{self.node_id}"))

@@ -7,16 +7,25 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class NodeDescriptor(_message.Message):
-    __slots__ = ("node_id", "addr", "topics", "age")
+    __slots__ = ("node_id", "addr", "topics", "age", "priorities")
+    class PrioritiesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDR_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     AGE_FIELD_NUMBER: _ClassVar[int]
+    PRIORITIES_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     addr: str
     topics: _containers.RepeatedScalarFieldContainer[str]
     age: int
-    def __init__(self, node_id: _Optional[int] = ..., addr: _Optional[str] = ..., topics: _Optional[_Iterable[str]] = ..., age: _Optional[int] = ...) -> None: ...
+    priorities: _containers.ScalarMap[str, int]
+    def __init__(self, node_id: _Optional[int] = ..., addr: _Optional[str] = ..., topics: _Optional[_Iterable[str]] = ..., age: _Optional[int] = ..., priorities: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class GossipMessage(_message.Message):
     __slots__ = ("layer", "sender", "entries", "reply")

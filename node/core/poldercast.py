@@ -1,0 +1,412 @@
+"""PolderCast: per-topic rings plus CYCLON and VICINITY shortcuts (Setty, van Steen, Vitenberg,
+Voulgaris; Middleware 2012). Spec: ../shared/design/protocols/poldercast.md (§ numbers below).
+
+Theory of operation
+
+Three gossip layers, each with its own timer (period ``cycle_ms``, random first phase):
+
+- CYCLON (§5.1, :mod:`node.core.cyclon`): uniform random links; keeps everything connected.
+- VICINITY (§5.2): ``vicinity_view`` links to nodes sharing topics, ranked by
+  ``score(x, c) = (max over shared topics of x's priority, number of shared topics, random)``;
+  each cycle the oldest entry (or a random CYCLON entry when the view is empty) is the partner;
+  the partner gets the ``vicinity_gossip`` best candidates for it from the union of all views.
+- RINGS (§5.3): for each subscribed topic the ``ring_size/2`` nearest successors and predecessors
+  by ring id, recomputed from the union of all views at every tick and after every merge; each
+  cycle the oldest ring neighbour q is sent, per common topic, the known subscribers around q's
+  id (at most ``ring_gossip``).
+
+Ages grow once per tick of their layer; the partner is the oldest entry and is removed at once
+(proactive removal); it comes back only if it replies (VICINITY, RINGS) or by CYCLON's own rule.
+
+Topic priority (§4, choice): ``ring_size - min(ring_size, |succ_t ∪ pred_t|)``: topics still
+missing ring neighbours are favoured by VICINITY. Profiles carry the non-zero priorities.
+
+Dissemination (§5.4, RingCast): a node forwards an event once, on its first copy, to at most
+``fanout`` nodes: coming from its t-successor it sends to its t-predecessor (and vice versa) plus
+``fanout - 1`` random shortcuts; coming from elsewhere (or publishing) it sends to both ring
+neighbours plus ``fanout - 2`` shortcuts. Shortcuts are nodes of the ``shortcut_source`` views
+whose profile lists the topic, never the sender or the ring targets. Only subscribers are
+sent events, so the relay traffic is 0; a copy of a topic the node does not subscribe to is
+delivered as "stray" and not forwarded.
+
+Ring ids (choice, not in paper): the first 8 bytes of BLAKE2b(node id), so every node, backend
+and the analysis compute the same 64-bit id from a node id without carrying it.
+
+Invariants (``validate``): the layer views hold no self entry and respect their sizes; every
+ring slot refers to a node in ``rings_nbr`` subscribed (per its profile) to that topic, ordered
+nearest first; the duplicate filter is bounded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .base import Protocol, register_protocol
+from .cyclon import LAYER as CYCLON, Cyclon, CyclonConfig
+from .types import (
+    Action, Deliver, Descriptor, EventMsg, Gossip, LayerSnapshot, LocalProtocolError, Message,
+    NodeId, NodeSnapshot, Published, RemoteProtocolError, Send, SetTimer, Topic,
+)
+
+VICINITY, RINGS = "vicinity", "rings"
+SPACE = 1 << 64
+
+
+def ring_id(node_id: int) -> int:
+    return int.from_bytes(hashlib.blake2b(node_id.to_bytes(8, "big"), digest_size=8).digest(), "big")
+
+
+@dataclass
+class PolderCastConfig:
+    cyclon: CyclonConfig = field(default_factory=CyclonConfig)
+    """ℓ_cyc = 20, g_cyc = 10 (paper §6)."""
+    vicinity_view: int = 20
+    """ℓ_vic (paper default 20)."""
+    vicinity_gossip: int = 10
+    """g_vic (paper default 10)."""
+    ring_size: int = 4
+    """ℓ_ring: ring entries per topic, half successors and half predecessors (paper: 4)."""
+    ring_gossip: int = 10
+    """g_ring: profiles per RINGS message (paper default 10)."""
+    fanout: int = 2
+    """f: forwards per node per event, at most (paper: typically 2; f >= 2)."""
+    shortcut_source: Literal["both", "cyclon", "vicinity"] = "both"
+    """Where shortcut targets come from (Fig. 8 variants; PolderCast uses both)."""
+    use_vicinity: bool = True
+    """false: the 'PolderCast without VICINITY' variant of Fig. 5."""
+    priority_mode: Literal["max", "sum"] = "max"
+    """VICINITY's first ranking key over shared topics: the max or the sum of priorities (choice)."""
+    cycle_ms: float = 1000.0
+    """Gossip period of the VICINITY and RINGS layers (CYCLON has its own, cyclon.cycle_ms)."""
+    timeout_ms: float = 500.0
+    """A VICINITY or RINGS reply later than this is dropped (choice: cycle / 2)."""
+    seen_capacity: int = 100_000
+    """Event ids remembered for duplicate suppression, LRU (choice)."""
+
+    __pydantic_config__ = {"extra": "forbid"}
+
+    def __post_init__(self) -> None:
+        if self.fanout < 2:
+            raise ValueError("fanout must be at least 2 (paper §5.4)")
+        if self.ring_size < 2 or self.ring_size % 2:
+            raise ValueError("ring_size must be even and at least 2")
+        if min(self.vicinity_view, self.vicinity_gossip, self.ring_gossip) < 1:
+            raise ValueError("view and gossip sizes must be positive")
+        if self.cycle_ms <= 0 or self.timeout_ms <= 0:
+            raise ValueError("cycle_ms and timeout_ms must be positive")
+
+
+class PolderCast(Protocol):
+    def __init__(self, me: Descriptor, config: PolderCastConfig, rng: random.Random) -> None:
+        super().__init__(me, config, rng)
+        self.rid = ring_id(me.node_id)
+        self.cyclon = Cyclon(me, config.cyclon, rng)
+        self.vicinity: dict[NodeId, Descriptor] = {}
+        self.rings_nbr: dict[NodeId, Descriptor] = {}
+        self.succ: dict[Topic, list[NodeId]] = {}
+        self.pred: dict[Topic, list[NodeId]] = {}
+        self.pending: dict[tuple[str, NodeId], float] = {}
+        self.seen: OrderedDict[str, None] = OrderedDict()
+        self.published = 0
+        self.late_replies = 0
+        self._refresh_priorities()
+
+    # --- lifecycle and timers -----------------------------------------------------------------
+
+    def start(self, now: float, contacts: Sequence[Descriptor]) -> list[Action]:
+        self.active = True
+        self.cyclon.me = self.me
+        self.cyclon.bootstrap(list(contacts))
+        period = self.config.cycle_ms / 1000.0
+        timers = [SetTimer(CYCLON, self.cyclon.first_tick(now)), SetTimer(RINGS, now + self.rng.uniform(0, period))]
+        if self.config.use_vicinity:
+            timers.append(SetTimer(VICINITY, now + self.rng.uniform(0, period)))
+        return timers
+
+    def subscribe(self, topic: Topic, now: float) -> list[Action]:
+        super().subscribe(topic, now)
+        self.succ.setdefault(topic, [])
+        self.pred.setdefault(topic, [])
+        self._refresh_priorities()
+        return []
+
+    def unsubscribe(self, topic: Topic, now: float) -> list[Action]:
+        super().unsubscribe(topic, now)
+        self.succ.pop(topic, None)
+        self.pred.pop(topic, None)
+        self._rebuild_rings_nbr()
+        self._refresh_priorities()
+        return []
+
+    def on_timer(self, name: str, now: float) -> list[Action]:
+        if not self.active:
+            return []
+        self.pending = {k: d for k, d in self.pending.items() if d > now}
+        if name == CYCLON:
+            self.cyclon.me = self.me
+            return [*self.cyclon.tick(now), SetTimer(CYCLON, now + self.cyclon.period)]
+        period = self.config.cycle_ms / 1000.0
+        if name == VICINITY:
+            return [*self._vicinity_tick(now), SetTimer(VICINITY, now + period)]
+        if name == RINGS:
+            return [*self._rings_tick(now), SetTimer(RINGS, now + period)]
+        raise LocalProtocolError(f"unknown timer {name!r}")
+
+    def on_message(self, src: NodeId, msg: Message, now: float) -> list[Action]:
+        if not self.active:
+            return []
+        if isinstance(msg, EventMsg):
+            return self._on_event(src, msg)
+        if msg.layer == CYCLON:
+            self.cyclon.me = self.me
+            return list(self.cyclon.on_gossip(src, msg, now))
+        if msg.layer == VICINITY and self.config.use_vicinity:
+            limit = self.config.vicinity_gossip
+        elif msg.layer == RINGS:
+            limit = self.config.ring_gossip
+        else:
+            raise RemoteProtocolError(f"gossip for unknown layer {msg.layer!r}")
+        if len(msg.entries) > limit:
+            raise RemoteProtocolError(f"{msg.layer} message with {len(msg.entries)} entries (limit {limit})")
+        if msg.reply:
+            deadline = self.pending.pop((msg.layer, src), None)
+            if deadline is None or deadline < now:
+                self.late_replies += 1
+                return []
+        fresh = msg.sender.aged(0)
+        if msg.layer == VICINITY:
+            reply = None if msg.reply else self._vicinity_select(fresh, exclude={e.node_id for e in msg.entries})
+            self._vicinity_merge([*msg.entries, fresh])
+        else:
+            reply = None if msg.reply else self._rings_select(fresh)
+            self._recompute_rings([*self._union(), *msg.entries, fresh])
+        if reply is None:
+            return []
+        return [Send(src, msg.sender.addr, Gossip(msg.layer, self.me.aged(0), tuple(reply), reply=True))]
+
+    # --- views --------------------------------------------------------------------------------
+
+    def _union(self) -> list[Descriptor]:
+        """CYCLON ∪ VICINITY ∪ RINGS, one entry per id (the youngest)."""
+        best: dict[NodeId, Descriptor] = {}
+        for view in (self.cyclon.view, self.vicinity, self.rings_nbr):
+            for nid, d in view.items():
+                old = best.get(nid)
+                if old is None or d.age < old.age:
+                    best[nid] = d
+        return list(best.values())
+
+    def _priority_of(self, profile: Descriptor) -> dict[Topic, int]:
+        return dict(profile.priorities)
+
+    def _score(self, target: Descriptor, prio: dict[Topic, int], c: Descriptor) -> tuple | None:
+        shared = target.topics & c.topics
+        if not shared:
+            return None
+        values = [prio.get(t, 0) for t in shared]
+        first = max(values) if self.config.priority_mode == "max" else sum(values)
+        return (first, len(shared), self.rng.random())
+
+    def _rank(self, target: Descriptor, candidates: Iterable[Descriptor], k: int) -> list[Descriptor]:
+        prio = self._priority_of(target)
+        scored = []
+        for c in candidates:
+            if c.node_id == target.node_id:
+                continue
+            s = self._score(target, prio, c)
+            if s is not None:
+                scored.append((s, c))
+        scored.sort(key=lambda sc: sc[0], reverse=True)
+        return [c for _, c in scored[:k]]
+
+    # --- VICINITY (§5.2) ----------------------------------------------------------------------
+
+    def _vicinity_tick(self, now: float) -> list[Send]:
+        for nid, d in self.vicinity.items():
+            self.vicinity[nid] = d.aged(d.age + 1)
+        if self.vicinity:
+            oldest = max(d.age for d in self.vicinity.values())
+            q = self.vicinity.pop(self.rng.choice([n for n, d in self.vicinity.items() if d.age == oldest]))
+        elif self.cyclon.view:
+            q = self.rng.choice(list(self.cyclon.view.values()))
+        else:
+            return []
+        candidates = [d for d in self._union() if d.node_id != q.node_id] + [self.me.aged(0)]
+        entries = self._rank(q, candidates, self.config.vicinity_gossip)
+        self.pending[(VICINITY, q.node_id)] = now + self.config.timeout_ms / 1000.0
+        return [Send(q.node_id, q.addr, Gossip(VICINITY, self.me.aged(0), tuple(entries)))]
+
+    def _vicinity_select(self, requester: Descriptor, exclude: set[NodeId]) -> list[Descriptor]:
+        candidates = [d for d in self._union() if d.node_id not in exclude] + [self.me.aged(0)]
+        return self._rank(requester, candidates, self.config.vicinity_gossip)
+
+    def _vicinity_merge(self, received: list[Descriptor]) -> None:
+        pool: dict[NodeId, Descriptor] = {}
+        for d in [*self._union(), *received]:
+            if d.node_id != self.node_id and (d.node_id not in pool or d.age < pool[d.node_id].age):
+                pool[d.node_id] = d
+        best = self._rank(self.me, pool.values(), self.config.vicinity_view)
+        self.vicinity = {d.node_id: d for d in best}
+
+    # --- RINGS (§5.3) -------------------------------------------------------------------------
+
+    def _rings_tick(self, now: float) -> list[Send]:
+        for nid, d in self.rings_nbr.items():
+            self.rings_nbr[nid] = d.aged(d.age + 1)
+        self._recompute_rings(self._union())
+        if self.rings_nbr:
+            oldest = max(d.age for d in self.rings_nbr.values())
+            q = self.rings_nbr.pop(self.rng.choice([n for n, d in self.rings_nbr.items() if d.age == oldest]))
+            for slots in (*self.succ.values(), *self.pred.values()):
+                if q.node_id in slots:
+                    slots.remove(q.node_id)
+        else:
+            sharing = [d for d in (self.vicinity or self.cyclon.view).values() if d.topics & self.me.topics]
+            if not sharing:
+                return []
+            q = self.rng.choice(sharing)
+        entries = self._rings_select(q)
+        self.pending[(RINGS, q.node_id)] = now + self.config.timeout_ms / 1000.0
+        return [Send(q.node_id, q.addr, Gossip(RINGS, self.me.aged(0), tuple(entries)))]
+
+    def _rings_select(self, q: Descriptor) -> list[Descriptor]:
+        """Per common topic, the known subscribers just below and just above q's ring id."""
+        half = self.config.ring_size // 2
+        known = [d for d in self._union() if d.node_id != q.node_id] + [self.me.aged(0)]
+        qid = ring_id(q.node_id)
+        chosen: dict[NodeId, Descriptor] = {}
+        for t in self.me.topics & q.topics:
+            members = [d for d in known if t in d.topics]
+            above = sorted(members, key=lambda d: (ring_id(d.node_id) - qid) % SPACE)[:half]
+            below = sorted(members, key=lambda d: (qid - ring_id(d.node_id)) % SPACE)[:half]
+            for d in (*above, *below):
+                chosen[d.node_id] = d
+        out = list(chosen.values())
+        if len(out) > self.config.ring_gossip:
+            out = self.rng.sample(out, self.config.ring_gossip)
+        return out
+
+    def _recompute_rings(self, candidates: Iterable[Descriptor]) -> None:
+        half = self.config.ring_size // 2
+        pool: dict[NodeId, Descriptor] = dict(self.rings_nbr)
+        for d in candidates:
+            if d.node_id != self.node_id:
+                old = pool.get(d.node_id)
+                if old is None or d.age < old.age:
+                    pool[d.node_id] = d
+        by_topic: dict[Topic, list[Descriptor]] = {t: [] for t in self.me.topics}
+        for d in pool.values():
+            for t in d.topics & self.me.topics:
+                by_topic[t].append(d)
+        me = self.rid
+        for t, members in by_topic.items():
+            self.succ[t] = [d.node_id for d in sorted(members, key=lambda d: (ring_id(d.node_id) - me) % SPACE)[:half]]
+            self.pred[t] = [d.node_id for d in sorted(members, key=lambda d: (me - ring_id(d.node_id)) % SPACE)[:half]]
+        self.rings_nbr = {n: pool[n] for slots in (*self.succ.values(), *self.pred.values()) for n in slots}
+        self._refresh_priorities()
+
+    def _rebuild_rings_nbr(self) -> None:
+        keep = {n for slots in (*self.succ.values(), *self.pred.values()) for n in slots}
+        self.rings_nbr = {n: d for n, d in self.rings_nbr.items() if n in keep}
+
+    def _refresh_priorities(self) -> None:
+        size = self.config.ring_size
+        prios = []
+        for t in sorted(self.me.topics):
+            filled = len(set(self.succ.get(t, ())) | set(self.pred.get(t, ())))
+            p = size - min(size, filled)
+            if p:
+                prios.append((t, p))
+        self.me = Descriptor(self.me.node_id, self.me.addr, self.me.topics, 0, tuple(prios))
+
+    # --- dissemination (§5.4) -----------------------------------------------------------------
+
+    def publish(self, topic: Topic, payload: bytes, now: float) -> list[Action]:
+        if not self.active:
+            raise LocalProtocolError("publish on a node that has left")
+        if topic not in self.me.topics:
+            raise LocalProtocolError(f"node {self.node_id} publishes on {topic!r} without subscribing (paper §2)")
+        self.published += 1
+        event = EventMsg(f"{self.node_id}-{self.published}", topic, payload, self.node_id, 0)
+        self._remember(event.event_id)
+        return [Published(event), *self._forward(event, None)]
+
+    def _on_event(self, src: NodeId, msg: EventMsg) -> list[Action]:
+        first = msg.event_id not in self.seen
+        subscribed = msg.topic in self.me.topics
+        actions: list[Action] = [Deliver(msg, src, first, subscribed)]
+        if first:
+            self._remember(msg.event_id)
+            if subscribed:
+                actions += self._forward(msg, src)
+        return actions
+
+    def _forward(self, e: EventMsg, sender: NodeId | None) -> list[Action]:
+        t, f = e.topic, self.config.fanout
+        succ = self.succ.get(t, [None])[0] if self.succ.get(t) else None
+        pred = self.pred.get(t, [None])[0] if self.pred.get(t) else None
+        if sender is not None and sender == succ:
+            targets, k = [pred], f - 1
+        elif sender is not None and sender == pred:
+            targets, k = [succ], f - 1
+        else:
+            targets, k = [succ, pred], f - 2
+        targets = list(dict.fromkeys(n for n in targets if n is not None))
+        source = self.config.shortcut_source
+        views = ([self.cyclon.view] if source in ("both", "cyclon") else []) + \
+                ([self.vicinity] if source in ("both", "vicinity") else [])
+        excluded = {self.node_id, sender, *targets}
+        pool = sorted({d.node_id: d for v in views for d in v.values()
+                       if t in d.topics and d.node_id not in excluded}.values(), key=lambda d: d.node_id)
+        shortcuts = self.rng.sample(pool, min(k, len(pool))) if k > 0 else []
+        out = EventMsg(e.event_id, e.topic, e.payload, e.publisher, e.hops + 1)
+        sends = [Send(n, self._addr(n), out) for n in targets]
+        return sends + [Send(d.node_id, d.addr, out) for d in shortcuts]
+
+    def _addr(self, node: NodeId) -> str:
+        d = self.rings_nbr.get(node) or self.vicinity.get(node) or self.cyclon.view.get(node)
+        if d is None:
+            raise LocalProtocolError(f"ring neighbour {node} has no descriptor")
+        return d.addr
+
+    def _remember(self, event_id: str) -> None:
+        self.seen[event_id] = None
+        if len(self.seen) > self.config.seen_capacity:
+            self.seen.popitem(last=False)
+
+    # --- introspection ------------------------------------------------------------------------
+
+    def snapshot(self) -> NodeSnapshot:
+        return NodeSnapshot(self.node_id, sorted(self.me.topics), [
+            LayerSnapshot(CYCLON, list(self.cyclon.view)),
+            LayerSnapshot(VICINITY, list(self.vicinity)),
+            LayerSnapshot(RINGS, list(self.rings_nbr)),
+            LayerSnapshot("rings.succ", [], {t: list(v) for t, v in self.succ.items() if v}),
+            LayerSnapshot("rings.pred", [], {t: list(v) for t, v in self.pred.items() if v}),
+        ])
+
+    def validate(self) -> None:
+        self.cyclon.validate()
+        if self.node_id in self.vicinity or self.node_id in self.rings_nbr:
+            raise LocalProtocolError(f"node {self.node_id} has itself in a view")
+        if len(self.vicinity) > self.config.vicinity_view:
+            raise LocalProtocolError("VICINITY view over its size")
+        half = self.config.ring_size // 2
+        for t in self.me.topics:
+            for slots, dist in ((self.succ.get(t, []), lambda n: (ring_id(n) - self.rid) % SPACE),
+                                (self.pred.get(t, []), lambda n: (self.rid - ring_id(n)) % SPACE)):
+                if len(slots) > half or [dist(n) for n in slots] != sorted(dist(n) for n in slots):
+                    raise LocalProtocolError(f"ring slots of {t!r} too many or out of order")
+                for n in slots:
+                    if n not in self.rings_nbr or t not in self.rings_nbr[n].topics:
+                        raise LocalProtocolError(f"ring slot {n} of {t!r} without a matching profile")
+        if len(self.seen) > self.config.seen_capacity:
+            raise LocalProtocolError("duplicate filter over capacity")
+
+
+register_protocol("poldercast", PolderCast, PolderCastConfig)
