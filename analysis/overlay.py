@@ -75,3 +75,64 @@ def overhead(stats_rows: list[dict], duration_s: float, cycle_s: float) -> dict:
 
 def counter_totals(stats_rows: list[dict], names: list[str]) -> dict[str, int]:
     return {n: int(sum(r["counters"].get(n, 0) for r in stats_rows)) for n in names}
+
+
+def ring_convergence(snapshot_rows: list[dict], subscriptions: dict[int, list[str]], start_ns: int,
+                     cycle_s: float) -> list[dict]:
+    """PolderCast ring convergence per snapshot (METRICS.md, poldercast.md §7.3): the share of
+    ideal ring links missing (every alive subscriber's true successor and predecessor by ring id
+    among the topic's alive subscribers, against its succ[0]/pred[0]) and the share of rings
+    (topics with >= 2 alive subscribers) with any link missing. Empty for protocols without
+    rings."""
+    from node.core.poldercast import ring_id
+
+    by_time: dict[int, dict[str, dict[int, dict]]] = defaultdict(lambda: {"rings.succ": {}, "rings.pred": {}})
+    alive_at: dict[int, set[int]] = defaultdict(set)
+    for r in snapshot_rows:
+        alive_at[r["t_ns"]].add(r["node"])
+        if r["layer"] in ("rings.succ", "rings.pred"):
+            by_time[r["t_ns"]][r["layer"]][r["node"]] = r["per_topic"]
+    out = []
+    for t_ns in sorted(by_time):
+        alive = alive_at[t_ns]
+        members: dict[str, list[int]] = defaultdict(list)
+        for node in alive:
+            for topic in subscriptions.get(node, ()):
+                members[topic].append(node)
+        succ, pred = by_time[t_ns]["rings.succ"], by_time[t_ns]["rings.pred"]
+        targets = missing = rings = incomplete = 0
+        for topic, nodes in members.items():
+            if len(nodes) < 2:
+                continue
+            ring = sorted(nodes, key=ring_id)
+            rings += 1
+            bad = False
+            for k, x in enumerate(ring):
+                for want, have in ((ring[(k + 1) % len(ring)], succ.get(x, {}).get(topic)),
+                                   (ring[k - 1], pred.get(x, {}).get(topic))):
+                    targets += 1
+                    if not have or have[0] != want:
+                        missing += 1
+                        bad = True
+            incomplete += bad
+        out.append({
+            "t_s": (t_ns - start_ns) / 1e9, "cycle": round((t_ns - start_ns) / 1e9 / cycle_s, 3) if cycle_s else None,
+            "missing_links_pct": 100 * missing / targets if targets else 0.0,
+            "incomplete_rings_pct": 100 * incomplete / rings if rings else 0.0, "rings": rings,
+        })
+    return out
+
+
+def rings_degree_by_subscriptions(snapshot_rows: list[dict]) -> list[dict]:
+    """RINGS degree (distinct ring neighbours) against subscription size, in power-of-two bins
+    (poldercast.md E2, Fig. 7), from the last snapshot."""
+    if not snapshot_rows:
+        return []
+    last = max(r["t_ns"] for r in snapshot_rows)
+    bins: dict[int, list[int]] = defaultdict(list)
+    for r in snapshot_rows:
+        if r["t_ns"] == last and r["layer"] == "rings":
+            size = len(r["topics"])
+            bins[1 << max(0, size.bit_length() - 1) if size else 0].append(len(set(r["neighbours"])))
+    return [{"subscriptions_from": b, "nodes": len(d), "mean_rings_degree": float(np.mean(d)),
+             "max_rings_degree": int(max(d))} for b, d in sorted(bins.items())]

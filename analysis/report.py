@@ -51,6 +51,27 @@ def write(rd: Path, summary: dict, cdf: list[float], hop_rows: list[dict], event
     _save(fig, plots / "hit_ratio_per_event.png")
     out["hit_ratio_per_event"] = "plots/hit_ratio_per_event.png"
 
+    conv = summary.get("protocol_metrics", {}).get("ring_convergence")
+    if conv and len(conv) > 1:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        cycles = [c["cycle"] for c in conv]
+        ax.plot(cycles, [c["missing_links_pct"] for c in conv], label="missing ring links (%)")
+        ax.plot(cycles, [c["incomplete_rings_pct"] for c in conv], label="incomplete rings (%)")
+        ax.set(xlabel="cycle", ylabel="%", title="Ring convergence", ylim=(0, 101))
+        ax.legend()
+        ax.grid(alpha=0.3)
+        _save(fig, plots / "ring_convergence.png")
+        out["ring_convergence"] = "plots/ring_convergence.png"
+    degree = summary.get("protocol_metrics", {}).get("rings_degree_by_subscriptions")
+    if degree:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.plot([d["subscriptions_from"] or 1 for d in degree], [d["mean_rings_degree"] for d in degree], marker="o")
+        ax.set(xscale="log", yscale="log", xlabel="subscriptions (bin start)", ylabel="mean RINGS degree",
+               title="RINGS degree against subscription size")
+        ax.grid(alpha=0.3)
+        _save(fig, plots / "rings_degree.png")
+        out["rings_degree"] = "plots/rings_degree.png"
+
     if series:
         t = [r["t_s"] for r in series]
         fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(7, 7), sharex=True)
