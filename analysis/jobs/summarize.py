@@ -69,7 +69,8 @@ def run(run_dir: str | Path, spark: SparkSession | None = None) -> dict:
     events.write.mode("overwrite").parquet(str(rd / "metrics" / "events.parquet"))
 
     snapshots = _read_jsonl(rd / "snapshots.jsonl")
-    final = [r for r in snapshots if r["t_ns"] == max(x["t_ns"] for x in snapshots)] if snapshots else []
+    last = max((r["t_ns"] for r in snapshots), default=None)
+    final = [r for r in snapshots if r["t_ns"] == last]
     stats = _read_jsonl(rd / "stats.jsonl")
     subscriptions = {r["node"]: r["topics"] for r in _read_jsonl(rd / "subscriptions.jsonl")}
     summary = summarize(meta, spans, dels, events, final, stats, subscriptions)
