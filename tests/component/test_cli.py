@@ -49,7 +49,7 @@ def test_invalid_file_fails_before_anything_starts(tmp_path, capsys):
         main(["run", str(bad), "--out", str(tmp_path / "runs")])
     assert done.value.code == 2
     err = capsys.readouterr().err
-    assert "nodes.count: Input should be a valid integer" in err and "workload.topicz: unknown field" in err
+    assert "nodes.count: Input should be a valid integer" in err and "workload.uniform.topicz: unknown field" in err
     assert not (tmp_path / "runs").exists()
 
 
