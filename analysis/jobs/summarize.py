@@ -155,7 +155,8 @@ def summarize(meta: dict, spans: DataFrame, dels: DataFrame, events: DataFrame,
     by_name = {r["name"]: r["count"] for r in counts}
     totals = overlay.counter_totals(stats, ["spans_dropped", "malformed", "send_failed", "dropped_by_link",
                                             "lost_to_dead_peer"])
-    duration_s = (meta["ended_ns"] - meta["started_ns"]) / 1e9
+    # Counters run until they are read (local: after the fidelity probes), not until ended_ns.
+    duration_s = (meta.get("counters_ns", meta["ended_ns"]) - meta["started_ns"]) / 1e9
 
     def q(row, i):
         return float(row["q"][i]) if row and row["q"] else None

@@ -315,6 +315,7 @@ class _LocalRun:
             snaps = await asyncio.gather(*(self.ctl[i].GetSnapshot(EMPTY, timeout=RPC_TIMEOUT_S) for i in alive))
             await asyncio.gather(*(self.ctl[i].Leave(EMPTY, timeout=RPC_TIMEOUT_S) for i in alive))
             stats = await asyncio.gather(*(self.ctl[i].GetStats(EMPTY, timeout=RPC_TIMEOUT_S) for i in alive))
+            counters_ns = time.time_ns()
             for i in alive:
                 self.timeline.record(time.time_ns(), "leave", i, end_of_run=True)
         finally:
@@ -329,7 +330,7 @@ class _LocalRun:
             rd.write_json("fidelity.json", fidelity)
         rd.write_json("run.json", run_meta(
             exp, rd, started_ns=started_ns, measure_start_ns=measure_start_ns, ended_ns=ended_ns,
-            skipped_publications=plan.skipped_publications, failed_actions=self.failures,
+            counters_ns=counters_ns, skipped_publications=plan.skipped_publications, failed_actions=self.failures,
         ))
 
     async def _fidelity(self) -> dict | None:
