@@ -11,8 +11,9 @@ Sequence: wait for every process's READY line; send link rules (the network plan
 delays, jitter, loss, bandwidth and active partitions: emulated at send time by the peers,
 because this kernel has no netem); join the initially online peers; then carry out the plan on
 the wall clock (publications through ``Control.Publish``, churn, partitions on and off, each
-recorded in the timeline as it is done); after the drain, probe sampled links for the fidelity
-check, snapshot, ``Leave`` (flushes traces) and read the counters. Whatever happens (an error,
+recorded in the timeline as it is done); after the drain, snapshot (the same moment the simulator
+snapshots), probe sampled links for the fidelity check, ``Leave`` (flushes traces) and read the
+counters. Whatever happens (an error,
 Ctrl-C), every process it started is stopped and what was written stays.
 """
 
@@ -310,9 +311,9 @@ class _LocalRun:
                 advance(plan.end_s)
             ended_ns = time.time_ns()
             measure_start_ns = started_ns + round(exp.phases.warmup_s * 1e9)
-            fidelity = await self._fidelity()
             alive = sorted(self.alive)
             snaps = await asyncio.gather(*(self.ctl[i].GetSnapshot(EMPTY, timeout=RPC_TIMEOUT_S) for i in alive))
+            fidelity = await self._fidelity()
             await asyncio.gather(*(self.ctl[i].Leave(EMPTY, timeout=RPC_TIMEOUT_S) for i in alive))
             stats = await asyncio.gather(*(self.ctl[i].GetStats(EMPTY, timeout=RPC_TIMEOUT_S) for i in alive))
             counters_ns = time.time_ns()
