@@ -22,13 +22,12 @@ Trace formats:
 
 from __future__ import annotations
 
-import gzip
 import math
 import random
 from dataclasses import dataclass
 
 from .config import Churn, Experiment, FlashCrowd, Lengths, SharpDrop
-from .workloads import PlanError
+from .datafiles import PlanError, data_lines
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -173,14 +172,8 @@ def _merge(sessions: list[tuple[float, float]]) -> list[tuple[float, float]]:
 
 
 def _lines(path: str):
-    opener = gzip.open if str(path).endswith(".gz") else open
-    try:
-        with opener(path, "rt") as f:
-            for lineno, line in enumerate(f, 1):
-                if line.strip() and not line.startswith("#"):
-                    yield lineno, line.split()
-    except OSError as e:
-        raise PlanError(f"{path}: cannot read: {e}") from None
+    for lineno, line in data_lines(path):
+        yield lineno, line.split()
 
 
 def _apply_phase(plan: ChurnPlan, phase, n: int, warm: float, down: str, rng: random.Random) -> None:

@@ -7,7 +7,6 @@ simulator and every local peer agree on it without sharing state.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import math
 import random
@@ -19,7 +18,7 @@ import numpy as np
 from node.links import LinkRule
 
 from .config import ConstantDelay, DistributionDelay, Experiment, GeoDelay, MatrixDelay
-from .workloads import PlanError
+from .datafiles import PlanError, data_lines
 
 
 @dataclass(frozen=True)
@@ -106,19 +105,12 @@ def draw(m: DistributionDelay, u: float) -> float:
 
 def read_matrix(path: str) -> np.ndarray:
     """A square matrix of non-negative delays, one row per line (King / PlanetLab format)."""
-    opener = gzip.open if str(path).endswith(".gz") else open
     rows = []
-    try:
-        with opener(path, "rt") as f:
-            for lineno, line in enumerate(f, 1):
-                if not line.strip() or line.startswith("#"):
-                    continue
-                try:
-                    rows.append([float(x) for x in line.split()])
-                except ValueError:
-                    raise PlanError(f"{path}:{lineno}: not a row of numbers") from None
-    except OSError as e:
-        raise PlanError(f"{path}: cannot read: {e}") from None
+    for lineno, line in data_lines(path):
+        try:
+            rows.append([float(x) for x in line.split()])
+        except ValueError:
+            raise PlanError(f"{path}:{lineno}: not a row of numbers") from None
     size = len(rows)
     for k, r in enumerate(rows):
         if len(r) != size:

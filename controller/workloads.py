@@ -8,7 +8,6 @@ and is described in docs/workloads.md.
 
 from __future__ import annotations
 
-import gzip
 import math
 import random
 from collections import Counter, defaultdict
@@ -17,16 +16,13 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 
+from .datafiles import PlanError, data_lines
 from .config import (
     Experiment, SocialWorkload, SpiderCastWorkload, StanGridWorkload, TraceWorkload, UniformWorkload,
     ZipfWorkload,
 )
 
 Subscriptions = list[frozenset[str]]
-
-
-class PlanError(ValueError):
-    """A plan that cannot be rendered; the message names the file, line or field."""
 
 
 def topic_name(i: int) -> str:
@@ -133,19 +129,11 @@ def stan_grid(w: StanGridWorkload, n: int, rng: random.Random) -> Subscriptions:
 def read_edge_list(path: str | Path) -> nx.DiGraph:
     """Whitespace-separated 'u v' lines; '#' and '%' start comments. Errors name file and line."""
     g = nx.DiGraph()
-    opener = gzip.open if str(path).endswith(".gz") else open
-    try:
-        with opener(path, "rt") as f:
-            for lineno, line in enumerate(f, 1):
-                line = line.strip()
-                if not line or line[0] in "#%":
-                    continue
-                parts = line.split()
-                if len(parts) < 2:
-                    raise PlanError(f"{path}:{lineno}: expected 'u v', got {line!r}")
-                g.add_edge(parts[0], parts[1])
-    except OSError as e:
-        raise PlanError(f"{path}: cannot read: {e}") from None
+    for lineno, line in data_lines(path, comments="#%"):
+        parts = line.split()
+        if len(parts) < 2:
+            raise PlanError(f"{path}:{lineno}: expected 'u v', got {line!r}")
+        g.add_edge(parts[0], parts[1])
     return g
 
 
@@ -211,19 +199,11 @@ def social(w: SocialWorkload, n: int, rng: random.Random) -> Subscriptions:
 def read_subscription_trace(path: str | Path) -> dict[str, set[str]]:
     """'node topic' lines -> {node label: topics}, in order of first appearance."""
     out: dict[str, set[str]] = {}
-    opener = gzip.open if str(path).endswith(".gz") else open
-    try:
-        with opener(path, "rt") as f:
-            for lineno, line in enumerate(f, 1):
-                line = line.strip()
-                if not line or line.startswith("#"):
-                    continue
-                parts = line.split()
-                if len(parts) != 2:
-                    raise PlanError(f"{path}:{lineno}: expected 'node topic', got {line!r}")
-                out.setdefault(parts[0], set()).add(parts[1])
-    except OSError as e:
-        raise PlanError(f"{path}: cannot read: {e}") from None
+    for lineno, line in data_lines(path):
+        parts = line.split()
+        if len(parts) != 2:
+            raise PlanError(f"{path}:{lineno}: expected 'node topic', got {line!r}")
+        out.setdefault(parts[0], set()).add(parts[1])
     return out
 
 
