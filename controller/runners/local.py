@@ -29,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import asdict
 from pathlib import Path
 
@@ -260,7 +261,7 @@ class _LocalRun:
                "--csv", str(out / "stats"), "--csv-full-history", "--html", str(out / "report.html"),
                "--stop-timeout", "2", "--exit-code-on-error", "0", "--loglevel", "WARNING"]
         if self.runner.load_ui:
-            cmd += ["--web-host", "127.0.0.1", "--web-port", "8089", "--autostart"]
+            cmd += ["--web-host", "127.0.0.1", "--web-port", "8089", "--autostart", "--autoquit", "1"]
         else:
             cmd += ["--headless", "--only-summary", "-t", f"{max(1, round(duration))}s"]
         env = {**os.environ, "OVERLAYLAB_LOAD_PLAN": str(out / "plan.json"),
@@ -276,7 +277,13 @@ class _LocalRun:
             console.print("Locust web UI: http://127.0.0.1:8089 (the load is running; Ctrl-C ends the load phase)")
             await stop.wait()
             loop.remove_signal_handler(signal.SIGINT)
-            os.killpg(proc.pid, signal.SIGTERM)
+            try:  # stop the swarm, keep the web UI's HTML report; --autoquit then exits Locust
+                report = await loop.run_in_executor(None, lambda: _http("http://127.0.0.1:8089/stats/report"))
+                (out / "report.html").write_bytes(report)
+                await loop.run_in_executor(None, lambda: _http("http://127.0.0.1:8089/stop", post=True))
+                await asyncio.wait_for(loop.run_in_executor(None, proc.wait), 30)
+            except (OSError, asyncio.TimeoutError):
+                os.killpg(proc.pid, signal.SIGTERM)
         await loop.run_in_executor(None, proc.wait)
         self.timeline.record(time.time_ns(), "load_end", None, exit_code=proc.returncode)
 
@@ -355,6 +362,11 @@ class _LocalRun:
                 for s, d in links))
             advance(1)
         return fidelity_summary(net, links, reports)
+
+
+def _http(url: str, post: bool = False) -> bytes:
+    with urllib.request.urlopen(url, data=b"" if post else None, timeout=10) as response:
+        return response.read()
 
 
 def fidelity_summary(net, links, reports) -> dict:
