@@ -39,6 +39,7 @@ nearest first; the duplicate filter is bounded.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 from collections import OrderedDict
@@ -57,6 +58,7 @@ VICINITY, RINGS = "vicinity", "rings"
 SPACE = 1 << 64
 
 
+@functools.lru_cache(maxsize=None)
 def ring_id(node_id: int) -> int:
     return int.from_bytes(hashlib.blake2b(node_id.to_bytes(8, "big"), digest_size=8).digest(), "big")
 
@@ -276,20 +278,34 @@ class PolderCast(Protocol):
 
     def _rings_select(self, q: Descriptor) -> list[Descriptor]:
         """Per common topic, the known subscribers just below and just above q's ring id."""
-        half = self.config.ring_size // 2
-        known = [d for d in self._union() if d.node_id != q.node_id] + [self.me.aged(0)]
-        qid = ring_id(q.node_id)
+        common = self.me.topics & q.topics
+        known = [d for d in self._union() if d.node_id != q.node_id and not d.topics.isdisjoint(common)]
+        known.append(self.me.aged(0))
         chosen: dict[NodeId, Descriptor] = {}
-        for t in self.me.topics & q.topics:
-            members = [d for d in known if t in d.topics]
-            above = sorted(members, key=lambda d: (ring_id(d.node_id) - qid) % SPACE)[:half]
-            below = sorted(members, key=lambda d: (qid - ring_id(d.node_id)) % SPACE)[:half]
-            for d in (*above, *below):
-                chosen[d.node_id] = d
+        for d in self._nearest(known, ring_id(q.node_id), common):
+            chosen[d.node_id] = d
         out = list(chosen.values())
         if len(out) > self.config.ring_gossip:
             out = self.rng.sample(out, self.config.ring_gossip)
         return out
+
+    def _nearest(self, members: list[Descriptor], center: int, topics: frozenset[Topic]) -> list[Descriptor]:
+        """For each topic, the ring_size/2 members with the nearest ids above ``center`` and the
+        ring_size/2 nearest below (circularly); one sort per direction for all topics."""
+        half = self.config.ring_size // 2
+        picked: list[Descriptor] = []
+        for distance in (lambda d: (ring_id(d.node_id) - center) % SPACE,
+                         lambda d: (center - ring_id(d.node_id)) % SPACE):
+            room = dict.fromkeys(topics, half)
+            for d in sorted(members, key=distance):
+                hit = False
+                for t in d.topics & topics:
+                    if room[t]:
+                        room[t] -= 1
+                        hit = True
+                if hit:
+                    picked.append(d)
+        return picked
 
     def _recompute_rings(self, candidates: Iterable[Descriptor]) -> None:
         half = self.config.ring_size // 2
@@ -299,14 +315,17 @@ class PolderCast(Protocol):
                 old = pool.get(d.node_id)
                 if old is None or d.age < old.age:
                     pool[d.node_id] = d
-        by_topic: dict[Topic, list[Descriptor]] = {t: [] for t in self.me.topics}
-        for d in pool.values():
-            for t in d.topics & self.me.topics:
-                by_topic[t].append(d)
+        mine = self.me.topics
+        members = [d for d in pool.values() if not d.topics.isdisjoint(mine)]
         me = self.rid
-        for t, members in by_topic.items():
-            self.succ[t] = [d.node_id for d in sorted(members, key=lambda d: (ring_id(d.node_id) - me) % SPACE)[:half]]
-            self.pred[t] = [d.node_id for d in sorted(members, key=lambda d: (me - ring_id(d.node_id)) % SPACE)[:half]]
+        for slots, distance in ((self.succ, lambda d: (ring_id(d.node_id) - me) % SPACE),
+                                (self.pred, lambda d: (me - ring_id(d.node_id)) % SPACE)):
+            for t in mine:
+                slots[t] = []
+            for d in sorted(members, key=distance):  # nearest first, one sort for every topic
+                for t in d.topics & mine:
+                    if len(slots[t]) < half:
+                        slots[t].append(d.node_id)
         self.rings_nbr = {n: pool[n] for slots in (*self.succ.values(), *self.pred.values()) for n in slots}
         self._refresh_priorities()
 

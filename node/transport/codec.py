@@ -7,6 +7,8 @@ shell, the simulator and the tests agree on them.
 
 from __future__ import annotations
 
+import functools
+
 from google.protobuf.message import DecodeError
 
 from node._gen.overlaylab.v1 import control_pb2, peer_pb2
@@ -85,7 +87,27 @@ def parse(pb_class: type, data: bytes):
 
 
 def wire_size(m: Message, sender: int) -> int:
-    return to_pb(m, sender).ByteSize()
+    """Encoded size in bytes. Gossip sizes are summed from cached per-descriptor sizes (the same
+    descriptors travel again and again), with protobuf's framing arithmetic."""
+    if not isinstance(m, Gossip):
+        return to_pb(m, sender).ByteSize()
+    size = _field(len(m.layer.encode())) if m.layer else 0
+    size += _field(_descriptor_size(m.sender)) + sum(_field(_descriptor_size(d)) for d in m.entries)
+    return size + (2 if m.reply else 0)
+
+
+@functools.lru_cache(maxsize=200_000)
+def _descriptor_size(d: Descriptor) -> int:
+    return descriptor_to_pb(d).ByteSize()
+
+
+def _field(n: int) -> int:
+    """Bytes of a length-delimited field with a one-byte tag and an n-byte payload."""
+    return 1 + _varint_len(n) + n
+
+
+def _varint_len(n: int) -> int:
+    return max(1, (n.bit_length() + 6) // 7)
 
 
 def roundtrip(m: Message, sender: int) -> tuple[Message, int]:

@@ -60,3 +60,9 @@ def test_invalid_gossip_is_a_remote_error(pb):
 def test_invalid_event_is_a_remote_error(pb):
     with pytest.raises(RemoteProtocolError):
         codec.event_from_pb(pb)
+
+
+def test_gossip_size_arithmetic_matches_protobuf():
+    big = Descriptor(2**40, "h" * 300, frozenset(f"t{i}" for i in range(200)), 7, tuple((f"t{i}", i % 5) for i in range(0, 200, 3)))
+    for msg in (Gossip("cyclon", D, (), False), Gossip("rings", big, (D, big) * 5, True), Gossip("", D, (D,), False)):
+        assert codec.wire_size(msg, 1) == codec.to_pb(msg, 1).ByteSize()
