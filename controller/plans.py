@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from . import churn, workloads
 from .config import Experiment
 from .network import NetworkPlan
-from .workloads import PlanError
+from .datafiles import PlanError
 
 __all__ = ["Plan", "PlanError", "Publication", "render"]
 

@@ -28,6 +28,9 @@ class LinkRule:
     loss: float = 0.0
     partitioned: bool = False
 
+    def matches(self, dst: int) -> bool:
+        return not self.nodes or dst in self.nodes
+
 
 NO_RULE = LinkRule()
 
@@ -45,7 +48,7 @@ class LinkModel:
 
     def rule_for(self, dst: int) -> LinkRule:
         for rule in reversed(self.rules):
-            if not rule.nodes or dst in rule.nodes:
+            if rule.matches(dst):
                 return rule
         return NO_RULE
 
