@@ -140,7 +140,8 @@ class Simulation:
         delivered to completion; then virtual time has moved on and the held entries resume,
         shifted by the frozen time, so no gossip cycle is lost or squeezed."""
         held = [e for e in self._queue if e[2] != _MSG]
-        self._queue = [e for e in self._queue if e[2] == _MSG]
+        # In place: run_until may be iterating this very list (fn runs from a scheduled call).
+        self._queue[:] = [e for e in self._queue if e[2] == _MSG]
         heapq.heapify(self._queue)
         start = self.now
         fn()

@@ -61,3 +61,16 @@ def test_partition_cuts_the_nodes_off_during_its_window(tmp_path):
     # Outside the window events cross the cut again.
     assert any(s["name"] == "receive" and s["time_ns"] > off["t_ns"] + 1e9 and (s["node"] in cut) != (s["from_node"] in cut)
                for s in spans)
+
+
+def test_a_freeze_inside_a_scheduled_call_runs_everything_once():
+    from tests.helpers import gossip_network
+
+    sim, subs = gossip_network(30)
+    calls = []
+    for k in (1, 2, 3):
+        sim.call_at(float(k), lambda k=k: (calls.append(k), sim.run_frozen(lambda: sim.publish(0, next(iter(subs[0])), b""))))
+    sim.run_until(10.0)
+    assert calls == [1, 2, 3]
+    assert sum(1 for name in sim.spans.columns["name"] if name == "publish") == 3
+    assert sim.frozen_s > 0
