@@ -1,7 +1,7 @@
 """``overlaylab``: run experiments and analyse runs.
 
     overlaylab run FILE [--backend sim|local] [--seed N] [--out DIR] [--set PATH=VALUE ...] [--load-ui]
-    overlaylab analyze RUN_DIR
+    overlaylab analyze RUN_DIR                 prints the headline metrics; summary.json has everything
     overlaylab compare RUN_DIR RUN_DIR...    metrics side by side (e.g. sim against local)
     overlaylab workload FILE [--json]        the workload's distributions and correlation
     overlaylab validate FILE [--set ...]     check a file without running it
@@ -56,7 +56,7 @@ def _analyze(run_dir: str) -> int:
     from analysis.jobs.summarize import run as summarize
 
     summary = summarize(run_dir)
-    print(json.dumps(summary, indent=2))
+    print(json.dumps(headline(summary), indent=2))
     console.print(f"summary: {run_dir}/summary.json  report: {run_dir}/report.html")
     return 0
 
@@ -110,6 +110,25 @@ def cmd_workload(args) -> int:
     for k, v in report["correlation"].items():
         console.print(f"correlation {k}: {v if v is None or isinstance(v, int) else round(v, 4)}")
     return 0
+
+
+HEADLINE = ("run_id", "backend", "protocol", "seed", "nodes", "topics", "events", "hit_ratio",
+            "complete_event_ratio", "latency_ms", "hops", "duplication_factor", "relay_ratio", "degree",
+            "topic_connectivity", "overhead", "spans", "errors", "churn")
+
+
+def headline(summary: dict) -> dict:
+    """The summary without its long series (those stay in summary.json and the report)."""
+    out = {k: summary[k] for k in HEADLINE if k in summary}
+    fidelity = summary.get("fidelity") or {}
+    if fidelity:
+        out["fidelity"] = {k: fidelity[k] for k in ("delay_ms", "jitter_ms", "loss") if k in fidelity}
+    load = summary.get("load") or {}
+    out["load"] = {k: v for k, v in load.items() if k in ("driver", "target_rate_per_s", "offered_per_s",
+                                                          "published_per_s", "deliveries_per_s")}
+    pm = summary.get("protocol_metrics") or {}
+    out["protocol_metrics"] = {k: v for k, v in pm.items() if not isinstance(v, list)}
+    return out
 
 
 def cmd_validate(args) -> int:
