@@ -51,6 +51,8 @@ class SimRunner(Runner):
                          wire_codec=exp.sim.wire_codec, spans=spans, validate=exp.sim.check_invariants)
         timeline = Timeline(rd)
         alive: set[int] = set()
+        started: set[int] = set()
+        snapshots: list[dict] = []
 
         def descriptor(j: int) -> Descriptor:
             return Descriptor(j, sim_addr(j), subs[j])
@@ -80,8 +82,6 @@ class SimRunner(Runner):
             (sim.links.partitions.append if on else sim.links.partitions.remove)(cut)
             timeline.record(ns(sim.now), "fault_on" if on else "fault_off", None, fault="partition", nodes=sorted(cut))
 
-        started: set[int] = set()
-        snapshots: list[dict] = []
         try:
             rd.write_jsonl("subscriptions.jsonl", ({"node": i, "topics": sorted(t)} for i, t in enumerate(subs)))
             for i in range(exp.nodes.count):

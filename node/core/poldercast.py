@@ -384,8 +384,8 @@ class PolderCast(Protocol):
 
     def _forward(self, e: EventMsg, sender: NodeId | None) -> list[Action]:
         t, f = e.topic, self.config.fanout
-        succ = self.succ.get(t, [None])[0] if self.succ.get(t) else None
-        pred = self.pred.get(t, [None])[0] if self.pred.get(t) else None
+        succ = next(iter(self.succ.get(t, ())), None)
+        pred = next(iter(self.pred.get(t, ())), None)
         if sender is not None and sender == succ:
             targets, k = [pred], f - 1
         elif sender is not None and sender == pred:

@@ -174,8 +174,11 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         return entry[1]
 
     async def _send(self, a: Send, span) -> None:
-        size = codec.wire_size(a.msg, self.node_id)
-        if isinstance(a.msg, Gossip):
+        # Sizes are needed for gossip byte counts and for bandwidth emulation; an event copy is
+        # not encoded twice just to be measured otherwise.
+        gossip = isinstance(a.msg, Gossip)
+        size = codec.wire_size(a.msg, self.node_id) if gossip or self.links.bandwidth_kbps else 0
+        if gossip:
             self._count_gossip(a.msg, size)
         else:
             self.stats["events_sent"] += 1
