@@ -337,7 +337,7 @@ class PolderCast(Protocol):
         me = self.rid
         for slots, distance in ((self.succ, lambda d: (ring_id(d.node_id) - me) % SPACE),
                                 (self.pred, lambda d: (me - ring_id(d.node_id)) % SPACE)):
-            for t in mine:
+            for t in sorted(mine):
                 slots[t] = []
             for d in sorted(members, key=distance):  # nearest first, one sort for every topic
                 for t in d.topics & mine:
