@@ -2,8 +2,10 @@
 
 The config file (JSON, written by the controller; the same contract on every backend) names the
 run, the protocol and its parameters, the seed, the node ids to host, the trace directory and
-the host to bind; optionally fixed ``ports`` per node (a restarted peer keeps its address) and a
-``state_dir`` (the core is checkpointed there every tick and restored on restart). Each peer gets its own gRPC server on an ephemeral port. When all are up, the
+the host to bind; optionally fixed ``ports`` per node (a restarted peer keeps its address), a
+``state_dir`` (the core is checkpointed there every tick and restored on restart), ``advertise``
+(the host name peers use when it differs from the bind host), ``otlp_endpoint`` (export spans
+to a Collector instead of ``trace_dir``) and ``refuse_before_join``. Each peer gets its own gRPC server on an ephemeral port. When all are up, the
 process prints one line ``READY {"<node id>": <port>, ...}`` on stdout. SIGTERM or SIGINT stops
 the peers after flushing their traces.
 """
@@ -28,8 +30,10 @@ async def serve(cfg: dict) -> None:
     params = TypeAdapter(protocol_config_class(cfg["protocol"])).validate_python(cfg["params"])
     state_dir = Path(cfg["state_dir"]) if cfg.get("state_dir") else None
     shells = [
-        PeerShell(n, cfg["protocol"], params, cfg["seed"], cfg["run_id"], Path(cfg["trace_dir"]),
-                  cfg.get("host", "127.0.0.1"), state_dir / f"node-{n}.pickle" if state_dir else None)
+        PeerShell(n, cfg["protocol"], params, cfg["seed"], cfg["run_id"],
+                  Path(cfg["trace_dir"]) if cfg.get("trace_dir") else None, cfg.get("host", "127.0.0.1"),
+                  state_dir / f"node-{n}.pickle" if state_dir else None, advertise=cfg.get("advertise"),
+                  otlp_endpoint=cfg.get("otlp_endpoint"), refuse_before_join=cfg.get("refuse_before_join", False))
         for n in cfg["nodes"]
     ]
     fixed = cfg.get("ports", {})

@@ -50,13 +50,21 @@ CHANNEL_OPTIONS = [
 
 class PeerShell(control_pb2_grpc.ControlServicer):
     def __init__(self, node_id: int, protocol: str, params, seed: int, run_id: str,
-                 trace_dir: Path, host: str = "127.0.0.1", state_path: Path | None = None) -> None:
+                 trace_dir: Path | None, host: str = "127.0.0.1", state_path: Path | None = None, *,
+                 advertise: str | None = None, otlp_endpoint: str | None = None,
+                 refuse_before_join: bool = False) -> None:
         self.node_id = node_id
         self.protocol_name = protocol
         self.params = params
         self.seed = seed
         self.host = host
-        self.telemetry = PeerTelemetry(run_id, node_id, protocol, trace_dir)
+        self.advertise = advertise or host
+        """The host name other peers reach this one by (a pod's DNS name where ``host`` is 0.0.0.0)."""
+        self.refuse_before_join = refuse_before_join
+        """Answer peer traffic with UNAVAILABLE until ``Join``: a pod that Kubernetes restarts at
+        once is still down for the plan until the controller joins it again."""
+        self.joined = False
+        self.telemetry = PeerTelemetry(run_id, node_id, protocol, trace_dir, otlp_endpoint)
         self.stats: Counter[str] = Counter()
         self.links = LinkModel([], random.Random(f"{seed}:links:{node_id}"))
         self.core: Protocol | None = None
@@ -84,7 +92,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         control_pb2_grpc.add_ControlServicer_to_server(self, self.server)
         port = self.server.add_insecure_port(f"{self.host}:{port}")
         await self.server.start()
-        self.addr = f"{self.host}:{port}"
+        self.addr = f"{self.advertise}:{port}"
         me = Descriptor(self.node_id, self.addr)
         if self.state_path is not None and self.state_path.exists():
             self.core = pickle.loads(self.state_path.read_bytes())
@@ -217,7 +225,13 @@ class PeerShell(control_pb2_grpc.ControlServicer):
 
     # --- peer service (raw bytes in, raw bytes out) -----------------------------------------
 
+    async def _refuse_if_down(self, context: grpc.aio.ServicerContext) -> None:
+        if self.refuse_before_join and not self.joined:
+            self.stats["refused_before_join"] += 1
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "not joined")
+
     async def _rpc_exchange(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        await self._refuse_if_down(context)
         try:
             msg = codec.gossip_from_pb(codec.parse(peer_pb2.GossipMessage, data))
             if msg.reply:
@@ -240,6 +254,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         return data
 
     async def _rpc_forward(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        await self._refuse_if_down(context)
         try:
             pb = codec.parse(peer_pb2.EventMessage, data)
             msg = codec.event_from_pb(pb)
@@ -265,6 +280,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
             self.core.subscribe(topic, self.now)
         contacts = [codec.descriptor_from_pb(c) for c in request.contacts]
         self._execute(self.core.start(self.now, contacts))
+        self.joined = True
         return peer_pb2.Ack()
 
     async def Subscribe(self, request, context):

@@ -1,8 +1,9 @@
-"""OpenTelemetry for a peer: one TracerProvider per peer, OTLP JSON lines into the run directory.
+"""OpenTelemetry for a peer: one TracerProvider per peer, exporting OTLP.
 
-Each peer gets its own provider, so its resource carries ``overlaylab.node_id``, and its own file
-``node-<id>.jsonl`` (the Collector's file-exporter format: one ``ExportTraceServiceRequest`` per
-line). The batch queue is sized so that a burst drops nothing; the exporter wrapper counts what
+Each peer gets its own provider, so its resource carries ``overlaylab.node_id``. Spans go either
+to its own file ``node-<id>.jsonl`` in the run directory (the Collector's file-exporter format:
+one ``ExportTraceServiceRequest`` per line; local backend, containers) or over OTLP/gRPC to a
+Collector (``otlp_endpoint``, the k8s backend, whose Collector writes the same file format). The batch queue is sized so that a burst drops nothing; the exporter wrapper counts what
 was exported, so ``spans_dropped = spans_ended - spans_exported`` after a flush is exact.
 """
 
@@ -39,9 +40,15 @@ class CountingExporter(SpanExporter):
 
 
 class PeerTelemetry:
-    def __init__(self, run_id: str, node_id: int, protocol: str, trace_dir: Path) -> None:
-        trace_dir.mkdir(parents=True, exist_ok=True)
-        self.exporter = CountingExporter(FileSpanExporter(trace_dir / f"node-{node_id}.jsonl"))
+    def __init__(self, run_id: str, node_id: int, protocol: str, trace_dir: Path | None,
+                 otlp_endpoint: str | None = None) -> None:
+        if otlp_endpoint:
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+            inner: SpanExporter = OTLPSpanExporter(endpoint=otlp_endpoint, insecure=True)
+        else:
+            trace_dir.mkdir(parents=True, exist_ok=True)
+            inner = FileSpanExporter(trace_dir / f"node-{node_id}.jsonl")
+        self.exporter = CountingExporter(inner)
         self.provider = TracerProvider(resource=Resource.create({
             "service.name": "overlaylab-peer",
             "overlaylab.run_id": run_id,

@@ -1,0 +1,272 @@
+"""Carrying out a rendered plan over the peers' Control API, wherever the peers run.
+
+``Driver`` is the part of a run that does not care how peers are hosted: link rules (the
+network plan's per-link delays, jitter, loss, bandwidth and active partitions, emulated at send
+time by the peers), the initial joins, then the plan on the wall clock (publications through
+``Control.Publish`` or a load phase, churn, partitions on and off, each recorded in the timeline
+as it is done); after the drain, snapshots (the same moment the simulator snapshots), the
+fidelity probes, ``Leave`` (flushes traces) and the counters, then ``run.json``.
+
+A subclass hosts the peers: ``start_peers`` (connect every node), ``take_down`` (a crash or the
+end of a graceful leave), ``bring_back`` (before a rejoin) and ``load_phase`` (Locust). The
+``local`` backend hosts them as OS processes (``local.py``), the ``k8s`` backend's in-cluster
+controller as pods (``cluster.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import statistics
+import time
+from abc import ABC, abstractmethod
+
+import grpc
+
+from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc, peer_pb2
+from node.transport import codec
+
+from .. import plans
+from ..config import Experiment
+from ..progress import console, phase
+from ..rundir import RunDir, Timeline, run_meta, snapshot_rows
+
+RPC_TIMEOUT_S = 30.0
+EMPTY = control_pb2.Empty()
+
+
+class Driver(ABC):
+    def __init__(self, exp: Experiment, rd: RunDir) -> None:
+        self.exp = exp
+        self.rd = rd
+        self.plan = plans.render(exp)
+        self.n = exp.nodes.count
+        self.addrs: dict[int, str] = {}
+        self.ctl: dict[int, control_pb2_grpc.ControlStub] = {}
+        self.channels: dict[int, grpc.aio.Channel] = {}
+        self.alive: set[int] = set()
+        self.partitions: list[frozenset[int]] = []
+        self.failures: dict[str, int] = {}
+        self.locks: dict[int, asyncio.Lock] = {}
+        """One lock per churning node: its joins and departures happen one at a time, in order."""
+        self.timeline = Timeline(rd)
+
+    # --- hosting (the subclass's part) --------------------------------------------------------
+
+    @abstractmethod
+    async def start_peers(self) -> None:
+        """Start (or find) every peer and ``_connect`` each node to its address."""
+
+    @abstractmethod
+    async def take_down(self, node: int, graceful: bool) -> None:
+        """Stop the node's host: after ``Leave`` when graceful, a crash otherwise."""
+
+    @abstractmethod
+    async def bring_back(self, node: int) -> None:
+        """Before a rejoin: make sure the node's host runs again (and ``_connect`` it anew)."""
+
+    async def load_phase(self) -> None:
+        raise NotImplementedError(f"{type(self).__name__} has no load phase (publications.driver: locust)")
+
+    def _connect(self, node: int, addr: str) -> None:
+        self.addrs[node] = addr
+        self.channels[node] = grpc.aio.insecure_channel(addr)
+        self.ctl[node] = control_pb2_grpc.ControlStub(self.channels[node])
+
+    # --- peers --------------------------------------------------------------------------------
+
+    def _link_rules(self, node: int) -> control_pb2.LinkRules:
+        net = self.plan.network
+        r = net.rule
+        return control_pb2.LinkRules(
+            rules=[control_pb2.LinkRule(delay_ms=r.delay_ms, jitter_ms=r.jitter_ms, loss=r.loss)],
+            base_delay_ms=net.row(node, self.n) if net.emulated else [],
+            partitions=[control_pb2.NodeList(nodes=sorted(p)) for p in self.partitions],
+            bandwidth_kbps=net.bandwidth_kbps or 0.0,
+        )
+
+    def _descriptor(self, j: int) -> peer_pb2.NodeDescriptor:
+        return peer_pb2.NodeDescriptor(node_id=j, addr=self.addrs[j], topics=sorted(self.plan.subscriptions[j]))
+
+    async def _join(self, node: int, contacts: list[int], initial: bool = False) -> None:
+        await self.ctl[node].SetLinkRules(self._link_rules(node), timeout=RPC_TIMEOUT_S)
+        self.alive.add(node)
+        self.timeline.record(time.time_ns(), "join", node, **({"initial": True} if initial else {}))
+        await self.ctl[node].Join(control_pb2.JoinRequest(
+            contacts=[self._descriptor(j) for j in contacts], topics=sorted(self.plan.subscriptions[node]),
+        ), timeout=RPC_TIMEOUT_S)
+
+    def _lock(self, node: int) -> asyncio.Lock:
+        return self.locks.setdefault(node, asyncio.Lock())
+
+    async def _rejoin(self, node: int, at_s: float) -> None:
+        async with self._lock(node):
+            await self._rejoin_locked(node, at_s)
+
+    async def _rejoin_locked(self, node: int, at_s: float) -> None:
+        if node in self.alive:
+            return
+        await self.bring_back(node)
+        await self._join(node, plans.join_contacts(self.exp, node, at_s, self.alive))
+
+    async def _depart(self, node: int, kind: str) -> None:
+        async with self._lock(node):
+            await self._depart_locked(node, kind)
+
+    async def _depart_locked(self, node: int, kind: str) -> None:
+        if node not in self.alive:
+            return
+        self.alive.discard(node)
+        self.timeline.record(time.time_ns(), kind, node)
+        if kind == "leave":
+            try:
+                await self.ctl[node].Leave(EMPTY, timeout=RPC_TIMEOUT_S)
+            except grpc.aio.AioRpcError:
+                self._fail("leave")
+        await self.take_down(node, graceful=kind == "leave")
+
+    async def _partition(self, cut: frozenset[int], on: bool) -> None:
+        (self.partitions.append if on else self.partitions.remove)(cut)
+        self.timeline.record(time.time_ns(), "fault_on" if on else "fault_off", None,
+                             fault="partition", nodes=sorted(cut))
+        await asyncio.gather(*(self.ctl[i].SetLinkRules(self._link_rules(i), timeout=RPC_TIMEOUT_S)
+                               for i in sorted(self.alive)), return_exceptions=True)
+
+    async def _publish(self, k: int, p: plans.Publication) -> None:
+        if p.node not in self.alive:
+            self._fail("publish_to_dead_peer")
+            return
+        try:
+            await self.ctl[p.node].Publish(control_pb2.PublishRequest(topic=p.topic, payload=plans.payload(self.exp, k)),
+                                           timeout=RPC_TIMEOUT_S)
+        except grpc.aio.AioRpcError:
+            self._fail("publish")
+
+    def _fail(self, what: str) -> None:
+        self.failures[what] = self.failures.get(what, 0) + 1
+
+    # --- the run ------------------------------------------------------------------------------
+
+    def _schedule(self) -> list[tuple[float, int, object]]:
+        """(run time, order, coroutine factory) of every planned action."""
+        items: list[tuple[float, int, object]] = []
+        for e in self.plan.churn.events:
+            fn = (lambda e=e: self._rejoin(e.node, e.at_s)) if e.kind == "join" else (lambda e=e: self._depart(e.node, e.kind))
+            items.append((e.at_s, len(items), fn))
+        for w in self.plan.network.partitions:
+            items.append((w.start_s, len(items), lambda w=w: self._partition(w.nodes, True)))
+            items.append((w.end_s, len(items), lambda w=w: self._partition(w.nodes, False)))
+        if self.exp.publications.driver == "locust":
+            items.append((self.exp.phases.warmup_s, len(items), self.load_phase))
+        else:
+            for k, p in enumerate(self.plan.publications):
+                items.append((p.at_s, len(items), lambda k=k, p=p: self._publish(k, p)))
+        return sorted(items, key=lambda x: (x[0], x[1]))
+
+    async def run(self) -> None:
+        exp, rd, plan = self.exp, self.rd, self.plan
+        rd.write_jsonl("subscriptions.jsonl", ({"node": i, "topics": sorted(t)} for i, t in enumerate(plan.subscriptions)))
+        try:
+            await self.start_peers()
+            loop = asyncio.get_running_loop()
+            started_ns = time.time_ns()
+            t0 = loop.time()
+            await asyncio.gather(*(self._join(i, plans.initial_contacts(plan, i), initial=True)
+                                   for i in range(self.n) if i not in plan.churn.offline_at_start))
+            tasks = []
+            load_end = plan.end_s - exp.phases.drain_s
+            with phase(f"local: {self.n} peers, {plan.end_s:.0f} s (warm-up {exp.phases.warmup_s:g} s)", plan.end_s) as advance:
+                for at, _, fn in self._schedule():
+                    while (now := loop.time() - t0) < at:
+                        advance(now)
+                        await asyncio.sleep(min(0.5, at - now))
+                    tasks.append(asyncio.ensure_future(fn()))
+                while (now := loop.time() - t0) < load_end:
+                    advance(now)
+                    await asyncio.sleep(min(0.5, load_end - now))
+                for r in await asyncio.gather(*tasks, return_exceptions=True):
+                    if isinstance(r, Exception):
+                        self._fail(type(r).__name__)
+                drain_end = loop.time() + exp.phases.drain_s
+                while (left := drain_end - loop.time()) > 0:
+                    advance(plan.end_s - left)
+                    await asyncio.sleep(min(0.5, left))
+                advance(plan.end_s)
+            ended_ns = time.time_ns()
+            measure_start_ns = started_ns + round(exp.phases.warmup_s * 1e9)
+            alive = sorted(self.alive)
+            snaps = await asyncio.gather(*(self.ctl[i].GetSnapshot(EMPTY, timeout=RPC_TIMEOUT_S) for i in alive))
+            fidelity = await self._fidelity()
+            await asyncio.gather(*(self.ctl[i].Leave(EMPTY, timeout=RPC_TIMEOUT_S) for i in alive))
+            stats = await asyncio.gather(*(self.ctl[i].GetStats(EMPTY, timeout=RPC_TIMEOUT_S) for i in alive))
+            counters_ns = time.time_ns()
+            for i in alive:
+                self.timeline.record(time.time_ns(), "leave", i, end_of_run=True)
+        finally:
+            self.timeline.close()
+            for c in self.channels.values():
+                await c.close()
+        if self.failures:
+            console.print(f"[yellow]failed actions: {self.failures}[/]")
+        rd.write_jsonl("snapshots.jsonl", (row for s in snaps for row in snapshot_rows(codec.snapshot_from_pb(s), ended_ns)))
+        rd.write_jsonl("stats.jsonl", ({"node": s.node_id, "counters": dict(s.counters)} for s in stats))
+        if fidelity:
+            rd.write_json("fidelity.json", fidelity)
+        rd.write_json("run.json", run_meta(
+            exp, rd, started_ns=started_ns, measure_start_ns=measure_start_ns, ended_ns=ended_ns,
+            counters_ns=counters_ns, skipped_publications=plan.skipped_publications, failed_actions=self.failures,
+        ))
+
+    async def _fidelity(self) -> dict | None:
+        """Probe sampled links and compare delay, jitter and loss with the plan."""
+        net, k = self.plan.network, self.exp.network.fidelity_links
+        alive = sorted(self.alive)
+        if not net.emulated or k == 0 or len(alive) < 2:
+            return None
+        rng = random.Random(f"{self.exp.seed}:fidelity")
+        links = set()
+        while len(links) < min(k, len(alive) * (len(alive) - 1)):
+            src, dst = rng.sample(alive, 2)
+            links.add((src, dst))
+        links = sorted(links)
+        count = self.exp.network.fidelity_probes
+        interval = self.exp.network.fidelity_interval_ms
+        with phase(f"fidelity: {len(links)} links x {count} probes", 1) as advance:
+            reports = await asyncio.gather(*(
+                self.ctl[s].ProbeLink(control_pb2.ProbeRequest(node_id=d, addr=self.addrs[d], count=count, interval_ms=interval),
+                                      timeout=RPC_TIMEOUT_S + count * interval / 1000)
+                for s, d in links))
+            advance(1)
+        return fidelity_summary(net, links, reports)
+
+
+
+def fidelity_summary(net, links, reports) -> dict:
+    """Measured against planned: mean one-way delay, jitter (stddev around each link's planned
+    delay; uniform jitter j has stddev j/sqrt(3)) and loss, pooled over the probed links."""
+    planned, measured, residuals, per_link = [], [], [], []
+    sent = received = 0
+    for (src, dst), rep in zip(links, reports):
+        base = net.base_delay(src, dst) + net.rule.delay_ms
+        sent += rep.sent
+        received += len(rep.delays_ms)
+        planned += [base] * len(rep.delays_ms)
+        measured += list(rep.delays_ms)
+        residuals += [d - base for d in rep.delays_ms]
+        per_link.append({"src": src, "dst": dst, "planned_ms": base, "sent": rep.sent, "received": len(rep.delays_ms),
+                         "measured_mean_ms": statistics.fmean(rep.delays_ms) if rep.delays_ms else None})
+    planned_mean = statistics.fmean(planned) if planned else None
+    measured_mean = statistics.fmean(measured) if measured else None
+    loss = 1 - received / sent if sent else None
+    return {
+        "links": len(links), "probes_sent": sent, "probes_received": received,
+        "delay_ms": {"planned_mean": planned_mean, "measured_mean": measured_mean,
+                     "error_pct": 100 * (measured_mean - planned_mean) / planned_mean
+                     if planned_mean and measured_mean is not None else None},
+        "jitter_ms": {"planned_stddev": net.rule.jitter_ms / math.sqrt(3),
+                      "measured_stddev": statistics.pstdev(residuals) if len(residuals) > 1 else None},
+        "loss": {"planned": net.rule.loss, "measured": loss,
+                 "error_pp": 100 * (loss - net.rule.loss) if loss is not None else None},
+        "per_link": per_link,
+    }
