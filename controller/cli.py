@@ -6,6 +6,13 @@
     overlaylab workload FILE [--json]        the workload's distributions and correlation
     overlaylab validate FILE [--set ...]     check a file without running it
     overlaylab schema                        the experiment file's JSON Schema
+    overlaylab helm-values FILE [--run-id ID]  the chart's values for an experiment (k8s backend)
+
+Inside a cluster or container network (what the chart's pods run):
+    overlaylab peer FILE --run-id ID --release R --pod NAME ...     host the pod's nodes
+    overlaylab drive FILE --run-id ID --release R --out DIR ...     the controller: carry out the plan
+    overlaylab load-plan FILE --release R --out PLAN.json           the Locust users' plan
+    overlaylab serve-results DIR                                    serve run directories as tar.gz
 """
 
 from __future__ import annotations
@@ -141,6 +148,73 @@ def cmd_schema(args) -> int:
     return 0
 
 
+def cmd_helm_values(args) -> int:
+    from .helm import helm_values
+
+    print(helm_values(_load(args), args.run_id or "manual"), end="")
+    return 0
+
+
+def _layout(args, exp: Experiment):
+    from .hosting import pod_layout
+
+    return pod_layout(exp, args.release, args.domain)
+
+
+def cmd_peer(args) -> int:
+    """Write the pod's peer config and become ``python -m node`` (exec: signals reach the peers)."""
+    import os
+    import tempfile
+
+    from .hosting import peer_config
+
+    exp = load_experiment(args.file)
+    layout = _layout(args, exp)
+    nodes = list(layout.nodes_of(args.pod))
+    cfg = peer_config(exp, args.run_id, nodes, host="0.0.0.0", advertise=f"{args.pod}{layout.domain}",
+                      ports={str(n): layout.port + k for k, n in enumerate(nodes)},
+                      otlp_endpoint=args.otlp_endpoint, trace_dir=args.trace_dir, refuse_before_join=True)
+    fd, path = tempfile.mkstemp(prefix="peer-", suffix=".json")
+    os.write(fd, json.dumps(cfg).encode())
+    os.close(fd)
+    os.execv(sys.executable, [sys.executable, "-m", "node", "--config", path])
+
+
+def cmd_drive(args) -> int:
+    import asyncio
+
+    from .rundir import RunDir
+    from .runners.cluster import ClusterDriver
+
+    exp = load_experiment(args.file)
+    rd = RunDir.create(exp, args.out, run_id=args.run_id)
+    driver = ClusterDriver(exp, rd, _layout(args, exp), namespace=None if args.no_kube else args.namespace,
+                           locust_url=args.locust_url)
+    asyncio.run(driver.run())
+    console.print(f"run {rd.run_id} written to {rd.path}")
+    return 0
+
+
+def cmd_load_plan(args) -> int:
+    from loadgen.plan import write_load_plan
+    from pathlib import Path
+
+    from . import plans
+
+    exp = load_experiment(args.file)
+    p = exp.publications
+    write_load_plan(Path(args.out), addrs=_layout(args, exp).addrs(), subscriptions=plans.render(exp).subscriptions,
+                    topic_choice=p.topic_choice, payload_bytes=p.payload_bytes, seed=exp.seed)
+    return 0
+
+
+def cmd_serve_results(args) -> int:
+    from .results import serve
+
+    serve(args.dir, args.port)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="overlaylab", description="Pub/sub overlay testbed.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -180,6 +254,40 @@ def build_parser() -> argparse.ArgumentParser:
 
     schema = sub.add_parser("schema", help="print the experiment file's JSON Schema")
     schema.set_defaults(fn=cmd_schema)
+
+    values = sub.add_parser("helm-values", help="render the chart's values from an experiment file")
+    experiment_args(values)
+    values.add_argument("--run-id", help="run id the objects are labelled with (default: manual)")
+    values.set_defaults(fn=cmd_helm_values)
+
+    def in_cluster(name, fn, help):
+        sp = sub.add_parser(name, help=help)
+        sp.add_argument("file", help="the resolved experiment file (the chart mounts it)")
+        sp.add_argument("--release", required=True, help="Helm release name (prefix of pod names)")
+        sp.add_argument("--domain", help="suffix that makes a pod name resolvable (default: .<release>-peers)")
+        sp.set_defaults(fn=fn)
+        return sp
+
+    peer = in_cluster("peer", cmd_peer, "host this pod's nodes (in a peer pod)")
+    peer.add_argument("--pod", required=True, help="this pod's name")
+    peer.add_argument("--run-id", required=True)
+    peer.add_argument("--otlp-endpoint", help="export spans to this Collector (host:port)")
+    peer.add_argument("--trace-dir", help="or write OTLP JSON lines here")
+
+    drive = in_cluster("drive", cmd_drive, "carry out the plan over running peers (the controller Job)")
+    drive.add_argument("--run-id", required=True)
+    drive.add_argument("--out", required=True, help="the run directory is created here, named by the run id")
+    drive.add_argument("--namespace", help="the pods' namespace (churn deletes pods through the API)")
+    drive.add_argument("--no-kube", action="store_true", help="no Kubernetes API (static containers; no churn)")
+    drive.add_argument("--locust-url", help="the Locust master's web API, e.g. http://<release>-locust:8089")
+
+    load = in_cluster("load-plan", cmd_load_plan, "write the Locust users' plan (in a Locust pod)")
+    load.add_argument("--out", required=True)
+
+    results = sub.add_parser("serve-results", help="serve run directories as tar.gz over HTTP (results pod)")
+    results.add_argument("dir")
+    results.add_argument("--port", type=int, default=8000)
+    results.set_defaults(fn=cmd_serve_results)
     return p
 
 

@@ -371,6 +371,36 @@ class Sim(Strict):
     """Check every core's invariants after each message (slow; for debugging)."""
 
 
+class Kubernetes(Strict):
+    namespace: str = Field("default", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)
+    """k8s: namespace the run is installed into (it must exist)."""
+    context: str | None = None
+    """k8s: kubeconfig context to use (default: the current one)."""
+    image: str = "overlaylab:0.1.0"
+    """k8s: the overlaylab image (peers, controller, Locust, results server); `make image` builds it."""
+    image_pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
+    """k8s: pull policy of the overlaylab image (Never for an image loaded into kind/minikube)."""
+    peers_per_pod: PositiveInt = 4
+    """k8s: peers hosted by one pod of the peer StatefulSet (nodes that churn get a pod each)."""
+    peer_port: int = Field(7000, ge=1024, le=65000)
+    """k8s: gRPC port of a pod's first peer; its k-th peer listens on peer_port + k."""
+    collector_image: str = "otel/opentelemetry-collector-contrib:0.139.0"
+    """k8s: the OpenTelemetry Collector image (contrib: it has the file exporter)."""
+    storage_class: str | None = None
+    """k8s: storage class of the results volume (default: the cluster's default class)."""
+    storage_size: str = Field("2Gi", pattern=r"^[0-9]+(Mi|Gi|Ti)$")
+    """k8s: size of the results volume (traces and run directories)."""
+    network_faults: Literal["peers", "chaos_mesh"] = "peers"
+    """k8s: who emulates delay, jitter and loss: the peers' transport (as in local) or Chaos Mesh
+    NetworkChaos (kernel netem; needs Chaos Mesh installed and a kernel with netem)."""
+    locust_workers: PositiveInt = 2
+    """k8s: Locust worker pods (publications.driver: locust)."""
+    ready_timeout_s: PositiveFloat = 600.0
+    """k8s: how long to wait for pods to be ready and for the controller Job to finish setup."""
+    teardown: bool = True
+    """k8s: delete everything labelled with the run id when the run ends."""
+
+
 class Outputs(Strict):
     dir: str = "runs"
     """Where run directories are created."""
@@ -397,6 +427,7 @@ class Experiment(Strict):
     phases: Phases = Phases()
     analysis: Analysis = Analysis()
     sim: Sim = Sim()
+    k8s: Kubernetes = Kubernetes()
     outputs: Outputs = Outputs()
 
     def cycle_s(self) -> float:

@@ -25,14 +25,19 @@ class RunDir:
         self.path = Path(path)
 
     @classmethod
-    def create(cls, exp: Experiment, out_dir: str | Path) -> RunDir:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        base = f"{exp.name}-{exp.backend}-s{exp.seed}-{stamp}"
-        path, n = Path(out_dir) / base, 1
-        while path.exists():
-            n += 1
-            path = Path(out_dir) / f"{base}-{n}"
-        (path / "traces").mkdir(parents=True)
+    def create(cls, exp: Experiment, out_dir: str | Path, run_id: str | None = None) -> RunDir:
+        """A new run directory; ``run_id`` names it when the run began elsewhere (the k8s
+        backend's in-cluster controller writes the run its caller created)."""
+        if run_id is not None:
+            path = Path(out_dir) / run_id
+        else:
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            base = f"{exp.name}-{exp.backend}-s{exp.seed}-{stamp}"
+            path, n = Path(out_dir) / base, 1
+            while path.exists():
+                n += 1
+                path = Path(out_dir) / f"{base}-{n}"
+        (path / "traces").mkdir(parents=True, exist_ok=run_id is not None)
         rd = cls(path)
         rd.write_text("experiment.yaml", dump_experiment(exp))
         return rd

@@ -22,12 +22,12 @@ import subprocess
 import sys
 import time
 import urllib.request
-from dataclasses import asdict
 from pathlib import Path
 
 from loadgen.plan import write_load_plan
 
 from ..config import Experiment
+from ..hosting import peer_config
 from ..progress import console
 from ..rundir import RunDir
 from .base import Runner
@@ -72,13 +72,10 @@ class _LocalRun(Driver):
 
     def _spawn(self, name: str, nodes: list[int], ports: dict[int, int] | None = None,
                state: bool = False) -> tuple[subprocess.Popen, Path]:
-        exp, rd = self.exp, self.rd
-        cfg = {
-            "run_id": rd.run_id, "protocol": exp.protocol.name, "params": asdict(exp.protocol.params),
-            "seed": exp.seed, "nodes": nodes, "trace_dir": str(rd.traces.resolve()), "host": "127.0.0.1",
-            "ports": {str(k): v for k, v in (ports or {}).items()},
-            "state_dir": str(self.state_dir.resolve()) if state else None,
-        }
+        rd = self.rd
+        cfg = peer_config(self.exp, rd.run_id, nodes, trace_dir=str(rd.traces.resolve()), host="127.0.0.1",
+                          ports={str(k): v for k, v in (ports or {}).items()},
+                          state_dir=str(self.state_dir.resolve()) if state else None)
         path = rd.path / "peers" / f"{name}.json"
         path.write_text(json.dumps(cfg))
         log_path = rd.path / "logs" / f"{name}.log"

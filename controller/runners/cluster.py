@@ -1,0 +1,126 @@
+"""The controller that runs beside peers it did not start: in the k8s backend's controller Job,
+or in a container on a docker network.
+
+``overlaylab drive FILE --run-id ID`` finds every node at its address in the pod layout
+(``controller/hosting.py``), waits until each answers, and carries out the plan with ``Driver``
+into ``<out>/<run-id>``. Churn deletes pods through the Kubernetes API (a crash: grace period 0;
+a leave: ``Control.Leave``, then a normal delete); the StatefulSet recreates the pod at once,
+and its peers refuse peer traffic until the controller joins them again at the planned time.
+The load phase drives the Locust master of the chart through Locust's web API (``/swarm``,
+``/stop``) and keeps its CSV statistics and HTML report. Without Kubernetes (``--no-kube``) the
+plan must have no churn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import urllib.parse
+import urllib.request
+
+import grpc
+
+from ..config import Experiment, ExperimentError
+from ..hosting import PodLayout
+from ..progress import console
+from ..rundir import RunDir
+from .driver import EMPTY, Driver
+
+POLL_S = 1.0
+
+
+class ClusterDriver(Driver):
+    def __init__(self, exp: Experiment, rd: RunDir, layout: PodLayout, *, namespace: str | None,
+                 locust_url: str | None = None) -> None:
+        super().__init__(exp, rd)
+        self.layout = layout
+        self.pod_of = layout.pod_of()
+        self.namespace = namespace
+        """Where the pods are; None: no Kubernetes API (static containers), so no churn."""
+        self.locust_url = locust_url
+        self.core = None
+        if namespace is not None:
+            from kubernetes import client, config
+            config.load_incluster_config()
+            self.core = client.CoreV1Api()
+        elif self.plan.churn.events:
+            raise ExperimentError("churn needs the Kubernetes API (run the controller in the cluster)")
+        self.uids: dict[str, str] = {}
+
+    async def start_peers(self) -> None:
+        for node, addr in sorted(self.layout.addrs().items()):
+            self._connect(node, addr)
+        console.print(f"cluster: waiting for {self.n} peers in {len(self.layout.pods())} pods")
+        await asyncio.gather(*(self._answering(n) for n in range(self.n)))
+        if self.core is not None:
+            for pod in self.layout.pods():
+                self.uids[pod] = (await self._read_pod(pod)).metadata.uid
+
+    async def _answering(self, node: int) -> None:
+        deadline = time.monotonic() + self.exp.k8s.ready_timeout_s
+        while True:
+            try:
+                await self.ctl[node].GetStats(EMPTY, timeout=5)
+                return
+            except grpc.aio.AioRpcError as e:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"node {node} at {self.addrs[node]} never answered: {e.code()}") from e
+                await asyncio.sleep(POLL_S)
+
+    async def _read_pod(self, pod: str):
+        return await asyncio.to_thread(self.core.read_namespaced_pod, pod, self.namespace)
+
+    async def take_down(self, node: int, graceful: bool) -> None:
+        from kubernetes import client
+        pod = self.pod_of[node]
+        await asyncio.to_thread(self.core.delete_namespaced_pod, pod, self.namespace,
+                                body=client.V1DeleteOptions(grace_period_seconds=None if graceful else 0))
+
+    async def bring_back(self, node: int) -> None:
+        """Wait for the StatefulSet's new pod (another uid), then for its peer to answer."""
+        pod = self.pod_of[node]
+        deadline = time.monotonic() + self.exp.k8s.ready_timeout_s
+        while True:
+            try:
+                p = await self._read_pod(pod)
+                if p.metadata.uid != self.uids[pod] and p.status.pod_ip and p.metadata.deletion_timestamp is None:
+                    self.uids[pod] = p.metadata.uid
+                    break
+            except Exception as e:  # noqa: BLE001 (404 while the StatefulSet recreates it)
+                if getattr(e, "status", None) != 404:
+                    raise
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"pod {pod} did not come back")
+            await asyncio.sleep(POLL_S)
+        await self.channels[node].close()
+        self._connect(node, self.addrs[node])
+        await self._answering(node)
+
+    async def load_phase(self) -> None:
+        """Locust master (chart) through its web API: swarm for count / rate seconds, then keep
+        the CSV statistics (same names as a headless run's) and the HTML report."""
+        if not self.locust_url:
+            raise ExperimentError("publications.driver: locust needs the chart's Locust master (--locust-url)")
+        p, out = self.exp.publications, self.rd.path / "locust"
+        out.mkdir(exist_ok=True)
+        users, duration = p.locust_users, max(1, round(p.count / p.rate_per_s))
+        form = {"user_count": users, "spawn_rate": users, "run_time": f"{duration}s"}
+        await asyncio.to_thread(_http, f"{self.locust_url}/swarm", urllib.parse.urlencode(form).encode())
+        self.timeline.record(time.time_ns(), "load_start", None, driver="locust", users=users, rate_per_s=p.rate_per_s)
+        await asyncio.sleep(duration + 2)
+        await asyncio.to_thread(_http, f"{self.locust_url}/stop", b"")
+        self.timeline.record(time.time_ns(), "load_end", None)
+        for path, name in (("/stats/requests/csv", "stats_stats.csv"),
+                           ("/stats/requests_full_history/csv", "stats_stats_history.csv"),
+                           ("/stats/failures/csv", "stats_failures.csv"),
+                           ("/stats/report?download=1", "report.html")):
+            try:
+                (out / name).write_bytes(await asyncio.to_thread(_http, self.locust_url + path))
+            except OSError as e:
+                self._fail(f"locust_download:{name}")
+                console.print(f"[yellow]Locust {path}: {e}[/]")
+
+
+def _http(url: str, data: bytes | None = None) -> bytes:
+    with urllib.request.urlopen(url, data=data, timeout=30) as response:
+        return response.read()

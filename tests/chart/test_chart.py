@@ -1,0 +1,159 @@
+"""The chart, verified by rendering (`make chart-check`): helm lint, helm template of every ci/
+scenario, every object valid for Kubernetes (kubernetes-validate --strict) or for Chaos Mesh's
+CRD schema, renders equal to the goldens, values and schema in sync with the experiment files."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from controller.config import load_experiment
+from controller.helm import CHART, helm_values, values_schema
+from controller.hosting import pod_layout, release_name
+from tests.chart.render import NAMESPACE, golden, helm, render, scenarios
+
+K8S_VERSION = "1.34"
+CRDS = Path(__file__).parent / "chaos-mesh-crds"
+SCENARIOS = scenarios()
+
+
+def objects(text: str) -> list[dict]:
+    return [o for o in yaml.safe_load_all(text) if o]
+
+
+def strict(schema):
+    """Chaos Mesh's CRD schemas leave additionalProperties open; close every object that
+    lists its properties, as the API server's pruning would drop unknown fields."""
+    if isinstance(schema, dict):
+        schema = {k: strict(v) for k, v in schema.items()}
+        if "properties" in schema and "additionalProperties" not in schema \
+                and not schema.get("x-kubernetes-preserve-unknown-fields"):
+            schema["additionalProperties"] = False
+        return schema
+    if isinstance(schema, list):
+        return [strict(v) for v in schema]
+    return schema
+
+
+def crd_schemas() -> dict[str, dict]:
+    out = {}
+    for path in CRDS.glob("*.yaml"):
+        crd = yaml.safe_load(path.read_text())
+        for v in crd["spec"]["versions"]:
+            out[f"{crd['spec']['group']}/{v['name']}/{crd['spec']['names']['kind']}"] = strict(v["schema"]["openAPIV3Schema"])
+    return out
+
+
+def test_scenarios_cover_smoke_scale_and_churn_with_delay():
+    assert {"smoke", "1000", "churn-delay"} <= set(SCENARIOS)
+
+
+def test_helm_lint_passes_for_every_scenario():
+    for values in SCENARIOS.values():
+        done = helm("lint", "--strict", str(CHART), "-f", str(values))
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_rendered_objects_are_valid_and_equal_the_golden(name):
+    text = render(SCENARIOS[name])
+    crds = crd_schemas()
+    kinds = []
+    for obj in objects(text):
+        kinds.append(obj["kind"])
+        api = f"{obj['apiVersion']}/{obj['kind']}"
+        if obj["apiVersion"].startswith("chaos-mesh.org/"):
+            jsonschema.validate(obj, crds[api])
+        else:
+            kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+        assert obj["metadata"]["labels"]["overlaylab.io/run-id"] == yaml.safe_load(SCENARIOS[name].read_text())["runId"]
+    assert {"StatefulSet", "Service", "Job", "Deployment", "Role", "RoleBinding", "ConfigMap"} <= set(kinds)
+    assert text == golden(name).read_text(), f"render of {name} changed: run `make chart-render` and review the diff"
+
+
+def test_ci_values_are_what_helm_values_renders_from_the_experiment_files():
+    for name, values in SCENARIOS.items():
+        exp = load_experiment(f"experiments/k8s-{name}.yaml")
+        assert values.read_text() == helm_values(exp, f"ci-{name}"), \
+            f"ci/{values.name} is stale: overlaylab helm-values experiments/k8s-{name}.yaml --run-id ci-{name}"
+
+
+def test_values_schema_is_generated_from_the_experiment_schema():
+    on_disk = json.loads((CHART / "values.schema.json").read_text())
+    assert on_disk == values_schema(), "values.schema.json is stale: run `make chart-schema`"
+
+
+def test_pods_and_their_nodes_match_the_layout_the_python_side_computes():
+    values = yaml.safe_load(SCENARIOS["churn-delay"].read_text())
+    exp = load_experiment("experiments/k8s-churn-delay.yaml")
+    layout = pod_layout(exp, release_name(values["runId"]))
+    sets = {o["metadata"]["name"]: o for o in objects(render(SCENARIOS["churn-delay"])) if o["kind"] == "StatefulSet"}
+    assert sets[f"{layout.release}-peer"]["spec"]["replicas"] == len(layout.peer_pods)
+    assert sets[f"{layout.release}-churner"]["spec"]["replicas"] == len(layout.churner_pods) > 0
+    assert all(s["spec"]["serviceName"] == layout.service for s in sets.values())
+    # every churning node has a pod of its own, so deleting it crashes that node only
+    assert sorted(n for pod in layout.churner_pods for n in pod) == sorted(
+        {e.node for e in __import__("controller.plans", fromlist=["render"]).render(exp).churn.events})
+
+
+def test_chaos_objects_follow_the_network_plan_and_probes_outlast_the_delay():
+    objs = objects(render(SCENARIOS["churn-delay"]))
+    chaos = {o["spec"]["action"]: o for o in objs if o["kind"] == "NetworkChaos"}
+    assert chaos["delay"]["spec"]["delay"] == {"latency": "50ms", "jitter": "10ms", "correlation": "0"}
+    assert chaos["loss"]["spec"]["loss"]["loss"] == "1"
+    part = chaos["partition"]
+    assert part["metadata"]["annotations"]["experiment.chaos-mesh.org/pause"] == "true"
+    assert len(part["spec"]["selector"]["pods"][NAMESPACE]) == 4
+    probe = next(o for o in objs if o["kind"] == "StatefulSet")["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]
+    assert probe["timeoutSeconds"] * 1000 > 2 * (50 + 10)
+
+
+def test_no_chaos_objects_when_the_peers_emulate_the_network():
+    assert not [o for o in objects(render(SCENARIOS["smoke"])) if o["apiVersion"].startswith("chaos-mesh.org")]
+
+
+@pytest.mark.parametrize("override, message", [
+    ("experiment.nodes.count=-1", "/experiment/nodes/count"),
+    ("experiment.nodez=3", "'nodez' not allowed"),
+    ("peers.replicas=-2", "/peers/replicas"),
+    ("experiment.backend=local", "experiment.backend must be k8s"),
+])
+def test_an_invalid_values_file_fails_naming_the_field(tmp_path, override, message):
+    values = yaml.safe_load(SCENARIOS["smoke"].read_text())
+    path, value = override.split("=")
+    node = values
+    *parents, leaf = path.split(".")
+    for key in parents:
+        node = node[key]
+    node[leaf] = yaml.safe_load(value)
+    bad = tmp_path / "bad-values.yaml"
+    bad.write_text(yaml.safe_dump(values))
+    done = helm("template", "x", str(CHART), "-f", str(bad))
+    assert done.returncode != 0 and message in done.stderr, done.stderr
+
+
+def test_a_plan_chaos_mesh_cannot_express_is_refused_before_rendering():
+    exp = load_experiment("experiments/k8s-churn-delay.yaml", ["k8s.peers_per_pod=4", "network.partitions=[{start_s: 20, end_s: 30, nodes: [0, 1]}]"])
+    with pytest.raises(ValueError, match="peers_per_pod: 1"):
+        helm_values(exp, "x")
+    exp = load_experiment("experiments/k8s-churn-delay.yaml", ["network.delay={model: geo}"])
+    with pytest.raises(ValueError, match="network.delay"):
+        helm_values(exp, "x")
+
+
+def test_helm_values_cli_prints_values_the_chart_accepts(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "controller.cli", "helm-values", "experiments/quickstart.yaml",
+                           "--set", "backend=k8s", "--run-id", "cli-test"], capture_output=True, text=True, check=True)
+    values = tmp_path / "v.yaml"
+    values.write_text(done.stdout)
+    rendered = helm("template", release_name("cli-test"), str(CHART), "-f", str(values))
+    assert rendered.returncode == 0, rendered.stderr
+    assert copy.deepcopy(yaml.safe_load(done.stdout))["experiment"]["nodes"]["count"] == 32
