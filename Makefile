@@ -74,7 +74,10 @@ chart-check: setup $(HELM)
 BASE_IMAGE ?= python:3.11-slim-bookworm
 IMAGE ?= overlaylab:0.1.0
 
-image:
+image: setup
+	mkdir -p build/wheels
+	$(PY) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > build/requirements.txt
+	$(PY) -m pip download --quiet -d build/wheels -c constraints.txt -r build/requirements.txt
 	docker build --build-arg BASE_IMAGE=$(BASE_IMAGE) -t $(IMAGE) .
 
 test-image: setup

@@ -22,4 +22,7 @@ def get_runner(backend: str, load_ui: bool = False) -> Runner:
     if backend == "local":
         from .local import LocalRunner
         return LocalRunner(load_ui=load_ui)
-    raise NotImplementedError(f"backend {backend!r} is not available yet (sim and local are)")
+    if backend == "k8s":
+        from .k8s import K8sRunner
+        return K8sRunner()
+    raise ValueError(f"unknown backend {backend!r}")
