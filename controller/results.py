@@ -1,4 +1,4 @@
-"""Run directories out of a cluster: ``GET /runs/<run-id>.tar.gz`` streams one as a gzipped tar.
+"""Run directories out of a cluster: ``GET /<run-id>.tar.gz`` streams one as a gzipped tar.
 
 The chart runs this beside the OpenTelemetry Collector, on the results volume that the
 Collector's file exporter and the controller Job write; the k8s runner fetches through the API
@@ -13,7 +13,7 @@ import tarfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-RUN_PATH = re.compile(r"^/runs/([A-Za-z0-9_.-]+)\.tar\.gz$")
+RUN_PATH = re.compile(r"^/([A-Za-z0-9_.-]+)\.tar\.gz$")
 
 
 def serve(root: str | Path, port: int = 8000) -> None:

@@ -6,6 +6,9 @@ or in a container on a docker network.
 into ``<out>/<run-id>``. Churn deletes pods through the Kubernetes API (a crash: grace period 0;
 a leave: ``Control.Leave``, then a normal delete); the StatefulSet recreates the pod at once,
 and its peers refuse peer traffic until the controller joins them again at the planned time.
+With ``k8s.network_faults: chaos_mesh`` the peers emulate nothing: the chart's NetworkChaos
+objects delay and drop packets in the kernel, and each partition, rendered paused, is resumed
+at its start and deleted at its end.
 The load phase drives the Locust master of the chart through Locust's web API (``/swarm``,
 ``/stop``) and keeps its CSV statistics and HTML report. Without Kubernetes (``--no-kube``) the
 plan must have no churn.
@@ -19,6 +22,8 @@ import urllib.parse
 import urllib.request
 
 import grpc
+
+from node._gen.overlaylab.v1 import control_pb2
 
 from ..config import Experiment, ExperimentError
 from ..hosting import PodLayout
@@ -38,11 +43,11 @@ class ClusterDriver(Driver):
         self.namespace = namespace
         """Where the pods are; None: no Kubernetes API (static containers), so no churn."""
         self.locust_url = locust_url
-        self.core = None
+        self.core = self.custom = None
         if namespace is not None:
             from kubernetes import client, config
             config.load_incluster_config()
-            self.core = client.CoreV1Api()
+            self.core, self.custom = client.CoreV1Api(), client.CustomObjectsApi()
         elif self.plan.churn.events:
             raise ExperimentError("churn needs the Kubernetes API (run the controller in the cluster)")
         self.uids: dict[str, str] = {}
@@ -66,6 +71,28 @@ class ClusterDriver(Driver):
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"node {node} at {self.addrs[node]} never answered: {e.code()}") from e
                 await asyncio.sleep(POLL_S)
+
+    @property
+    def chaos_mesh(self) -> bool:
+        return self.exp.k8s.network_faults == "chaos_mesh"
+
+    def _link_rules(self, node: int) -> control_pb2.LinkRules:
+        return control_pb2.LinkRules() if self.chaos_mesh else super()._link_rules(node)
+
+    async def _partition(self, cut: frozenset[int], on: bool) -> None:
+        if not self.chaos_mesh:
+            await super()._partition(cut, on)
+            return
+        k = next(i for i, w in enumerate(self.plan.network.partitions) if w.nodes == cut)
+        name = f"{self.layout.release}-partition-{k}"
+        args = ("chaos-mesh.org", "v1alpha1", self.namespace, "networkchaos", name)
+        if on:
+            patch = {"metadata": {"annotations": {"experiment.chaos-mesh.org/pause": "false"}}}
+            await asyncio.to_thread(self.custom.patch_namespaced_custom_object, *args, patch)
+        else:
+            await asyncio.to_thread(self.custom.delete_namespaced_custom_object, *args)
+        self.timeline.record(time.time_ns(), "fault_on" if on else "fault_off", None,
+                             fault="partition", nodes=sorted(cut), chaos=name)
 
     async def _read_pod(self, pod: str):
         return await asyncio.to_thread(self.core.read_namespaced_pod, pod, self.namespace)

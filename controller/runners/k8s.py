@@ -194,7 +194,8 @@ class K8sRunner(Runner):
             raise K8sError(f"the controller Job failed; its log:\n{cluster.job_logs(job)}")
 
     def _collect(self, cluster: Cluster, release: str, rd: RunDir) -> None:
-        data = cluster.fetch(f"{release}-collector", "results", f"runs/{rd.run_id}.tar.gz")
+        # A path without "/": the client percent-encodes the path parameter.
+        data = cluster.fetch(f"{release}-collector", "results", f"{rd.run_id}.tar.gz")
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
             tar.extractall(rd.path.parent, filter="data")
         if not (rd.path / "run.json").exists():

@@ -8,10 +8,7 @@ import copy
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-import jsonschema
-import kubernetes_validate
 import pytest
 import yaml
 
@@ -19,37 +16,13 @@ from controller.config import load_experiment
 from controller.helm import CHART, helm_values, values_schema
 from controller.hosting import pod_layout, release_name
 from tests.chart.render import NAMESPACE, golden, helm, render, scenarios
+from tests.k8s_schemas import validate
 
-K8S_VERSION = "1.34"
-CRDS = Path(__file__).parent / "chaos-mesh-crds"
 SCENARIOS = scenarios()
 
 
 def objects(text: str) -> list[dict]:
     return [o for o in yaml.safe_load_all(text) if o]
-
-
-def strict(schema):
-    """Chaos Mesh's CRD schemas leave additionalProperties open; close every object that
-    lists its properties, as the API server's pruning would drop unknown fields."""
-    if isinstance(schema, dict):
-        schema = {k: strict(v) for k, v in schema.items()}
-        if "properties" in schema and "additionalProperties" not in schema \
-                and not schema.get("x-kubernetes-preserve-unknown-fields"):
-            schema["additionalProperties"] = False
-        return schema
-    if isinstance(schema, list):
-        return [strict(v) for v in schema]
-    return schema
-
-
-def crd_schemas() -> dict[str, dict]:
-    out = {}
-    for path in CRDS.glob("*.yaml"):
-        crd = yaml.safe_load(path.read_text())
-        for v in crd["spec"]["versions"]:
-            out[f"{crd['spec']['group']}/{v['name']}/{crd['spec']['names']['kind']}"] = strict(v["schema"]["openAPIV3Schema"])
-    return out
 
 
 def test_scenarios_cover_smoke_scale_and_churn_with_delay():
@@ -65,15 +38,10 @@ def test_helm_lint_passes_for_every_scenario():
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_rendered_objects_are_valid_and_equal_the_golden(name):
     text = render(SCENARIOS[name])
-    crds = crd_schemas()
     kinds = []
     for obj in objects(text):
         kinds.append(obj["kind"])
-        api = f"{obj['apiVersion']}/{obj['kind']}"
-        if obj["apiVersion"].startswith("chaos-mesh.org/"):
-            jsonschema.validate(obj, crds[api])
-        else:
-            kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+        validate(obj)
         assert obj["metadata"]["labels"]["overlaylab.io/run-id"] == yaml.safe_load(SCENARIOS[name].read_text())["runId"]
     assert {"StatefulSet", "Service", "Job", "Deployment", "Role", "RoleBinding", "ConfigMap"} <= set(kinds)
     assert text == golden(name).read_text(), f"render of {name} changed: run `make chart-render` and review the diff"
