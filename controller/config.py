@@ -390,6 +390,9 @@ class Kubernetes(Strict):
     """k8s: storage class of the results volume (default: the cluster's default class)."""
     storage_size: str = Field("2Gi", pattern=r"^[0-9]+(Mi|Gi|Ti)$")
     """k8s: size of the results volume (traces and run directories)."""
+    storage_access_mode: Literal["ReadWriteOnce", "ReadWriteMany"] = "ReadWriteOnce"
+    """k8s: the Collector and the controller Job share the results volume: ReadWriteOnce puts
+    them on one node (kind, minikube); on a multi-node cluster use an RWX class."""
     network_faults: Literal["peers", "chaos_mesh"] = "peers"
     """k8s: who emulates delay, jitter and loss: the peers' transport (as in local) or Chaos Mesh
     NetworkChaos (kernel netem; needs Chaos Mesh installed and a kernel with netem)."""
