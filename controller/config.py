@@ -396,6 +396,10 @@ class Kubernetes(Strict):
     network_faults: Literal["peers", "chaos_mesh"] = "peers"
     """k8s: who emulates delay, jitter and loss: the peers' transport (as in local) or Chaos Mesh
     NetworkChaos (kernel netem; needs Chaos Mesh installed and a kernel with netem)."""
+    churn_faults: Literal["controller", "chaos_mesh"] = "controller"
+    """k8s: who crashes nodes: the controller deletes pods at the churn plan's times, or a Chaos
+    Mesh Schedule of PodChaos pod-kill at the plan's mean crash rate (the controller records each
+    kill it sees and joins the restarted node)."""
     locust_workers: PositiveInt = 2
     """k8s: Locust worker pods (publications.driver: locust)."""
     ready_timeout_s: PositiveFloat = 600.0

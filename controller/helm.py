@@ -62,9 +62,13 @@ def _tag(image: str) -> str:
 
 
 def chaos_values(exp: Experiment, layout) -> dict:
-    net = exp.network
+    net, plan = exp.network, plans.render(exp)
+    if plan.churn.events and exp.churn.rejoin == "keep_state":
+        raise ExperimentError("churn.rejoin: keep_state needs the local backend's checkpoints; a deleted pod "
+                              "comes back empty: set churn.rejoin: fresh for k8s")
+    pod_kill = pod_kill_values(exp, plan) if exp.k8s.churn_faults == "chaos_mesh" else None
     if exp.k8s.network_faults != "chaos_mesh":
-        return {"enabled": False, "delay": None, "loss": None, "partitions": []}
+        return {"enabled": pod_kill is not None, "delay": None, "loss": None, "partitions": [], "podKill": pod_kill}
     if not isinstance(net.delay, ConstantDelay):
         raise ExperimentError(f"network.delay: Chaos Mesh gives every link one delay; model {net.delay.model!r} "
                               "needs k8s.network_faults: peers")
@@ -72,7 +76,7 @@ def chaos_values(exp: Experiment, layout) -> dict:
         raise ExperimentError("network.bandwidth_kbps: not mapped onto Chaos Mesh; use k8s.network_faults: peers")
     pod_of = layout.pod_of()
     partitions = []
-    for k, w in enumerate(plans.render(exp).network.partitions):
+    for k, w in enumerate(plan.network.partitions):
         pods = sorted({pod_of[n] for n in w.nodes})
         split = [p for p in pods if not set(layout.nodes_of(p)) <= w.nodes]
         if split:
@@ -84,7 +88,19 @@ def chaos_values(exp: Experiment, layout) -> dict:
         "delay": {"latencyMs": net.delay.ms, "jitterMs": net.jitter_ms} if net.delay.ms or net.jitter_ms else None,
         "loss": {"percent": round(100 * net.loss, 4)} if net.loss else None,
         "partitions": partitions,
+        "podKill": pod_kill,
     }
+
+
+def pod_kill_values(exp: Experiment, plan) -> dict:
+    """A Schedule of PodChaos pod-kill on the churner pods at the plan's mean crash rate over
+    the measurement window (Chaos Mesh draws the victims; the exact plan is the controller's)."""
+    crashes = [e for e in plan.churn.events if e.kind == "crash"]
+    if exp.churn.model != "sessions" or exp.churn.leave != "crash" or not crashes:
+        raise ExperimentError("k8s.churn_faults: chaos_mesh maps synthetic crash sessions (churn.model: sessions, "
+                              "churn.leave: crash) onto a PodChaos Schedule; use churn_faults: controller")
+    start, end = exp.phases.warmup_s, plan.end_s - exp.phases.drain_s
+    return {"every": f"{max(1, round((end - start) / len(crashes)))}s", "startS": start, "endS": end}
 
 
 def values_schema() -> dict:
@@ -125,6 +141,9 @@ def values_schema() -> dict:
                 "partitions": {"type": "array", "items": obj({
                     "name": string, "pods": {"type": "array", "items": string},
                     "startS": {"type": "number"}, "endS": {"type": "number"}}, ["name", "pods", "startS", "endS"])},
+                "podKill": {"oneOf": [{"type": "null"}, obj({
+                    "every": {"type": "string", "pattern": "^[0-9]+s$"},
+                    "startS": {"type": "number"}, "endS": {"type": "number"}}, ["every", "startS", "endS"])]},
             }, ["enabled"]),
             "probes": obj({"timeoutSeconds": {"type": "integer", "minimum": 1}}),
             "experiment": exp_schema,

@@ -42,6 +42,8 @@ def crd_schemas() -> dict[str, dict]:
 def validate(obj: dict) -> None:
     """Raise if ``obj`` is not a valid object of its kind (unknown fields included)."""
     if obj.get("apiVersion", "").startswith("chaos-mesh.org/"):
-        jsonschema.validate(obj, crd_schemas()[f"{obj['apiVersion']}/{obj['kind']}"])
+        # A CRD's openAPIV3Schema is OpenAPI 3.0, whose keywords are JSON Schema draft 4's
+        # (exclusiveMinimum: true, not a number).
+        jsonschema.Draft4Validator(crd_schemas()[f"{obj['apiVersion']}/{obj['kind']}"]).validate(obj)
     else:
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)

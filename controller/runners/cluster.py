@@ -8,7 +8,11 @@ a leave: ``Control.Leave``, then a normal delete); the StatefulSet recreates the
 and its peers refuse peer traffic until the controller joins them again at the planned time.
 With ``k8s.network_faults: chaos_mesh`` the peers emulate nothing: the chart's NetworkChaos
 objects delay and drop packets in the kernel, and each partition, rendered paused, is resumed
-at its start and deleted at its end.
+at its start and deleted at its end. With ``k8s.churn_faults: chaos_mesh`` the chart's PodChaos
+Schedule kills churner pods instead of the controller: the controller resumes it when the
+measurement starts, deletes it when the load ends, and meanwhile watches the churner pods: a
+pod with a new uid is recorded as a crash (within ``POLL_S``) and its node joined again once
+its peer answers.
 The load phase drives the Locust master of the chart through Locust's web API (``/swarm``,
 ``/stop``) and keeps its CSV statistics and HTML report. Without Kubernetes (``--no-kube``) the
 plan must have no churn.
@@ -93,6 +97,39 @@ class ClusterDriver(Driver):
             await asyncio.to_thread(self.custom.delete_namespaced_custom_object, *args)
         self.timeline.record(time.time_ns(), "fault_on" if on else "fault_off", None,
                              fault="partition", nodes=sorted(cut), chaos=name)
+
+    def _churn_actions(self):
+        if self.exp.k8s.churn_faults != "chaos_mesh":
+            return super()._churn_actions()
+        end = self.plan.end_s - self.exp.phases.drain_s
+        return [(self.exp.phases.warmup_s, lambda: self._watch_pod_kills(end))]
+
+    async def _watch_pod_kills(self, end_s: float) -> None:
+        name = f"{self.layout.release}-pod-kill"
+        args = ("chaos-mesh.org", "v1alpha1", self.namespace, "schedules", name)
+        resume = {"metadata": {"annotations": {"experiment.chaos-mesh.org/pause": "false"}}}
+        await asyncio.to_thread(self.custom.patch_namespaced_custom_object, *args, resume)
+        self.timeline.record(time.time_ns(), "fault_on", None, fault="pod_kill", chaos=name)
+        loop = asyncio.get_running_loop()
+        stop_at = self.t0 + end_s
+        rejoins = []
+        churners = [pod for pod in self.layout.pods() if "-churner-" in pod]
+        while loop.time() < stop_at:
+            for pod in churners:
+                try:
+                    uid = (await self._read_pod(pod)).metadata.uid
+                except Exception:  # noqa: BLE001 (404 while the StatefulSet recreates it)
+                    uid = None
+                if uid != self.uids[pod]:
+                    (node,) = self.layout.nodes_of(pod)
+                    if node in self.alive:
+                        self.alive.discard(node)
+                        self.timeline.record(time.time_ns(), "crash", node, by="chaos_mesh")
+                        rejoins.append(asyncio.ensure_future(self._rejoin(node, loop.time() - self.t0)))
+            await asyncio.sleep(POLL_S)
+        await asyncio.to_thread(self.custom.delete_namespaced_custom_object, *args)
+        self.timeline.record(time.time_ns(), "fault_off", None, fault="pod_kill", chaos=name)
+        await asyncio.gather(*rejoins, return_exceptions=True)
 
     async def _read_pod(self, pod: str):
         return await asyncio.to_thread(self.core.read_namespaced_pod, pod, self.namespace)

@@ -51,6 +51,8 @@ class Driver(ABC):
         self.locks: dict[int, asyncio.Lock] = {}
         """One lock per churning node: its joins and departures happen one at a time, in order."""
         self.timeline = Timeline(rd)
+        self.t0 = 0.0
+        """Event-loop time of the run's start (plan times are seconds after it)."""
 
     # --- hosting (the subclass's part) --------------------------------------------------------
 
@@ -148,12 +150,16 @@ class Driver(ABC):
 
     # --- the run ------------------------------------------------------------------------------
 
+    def _churn_actions(self) -> list[tuple[float, object]]:
+        """(run time, coroutine factory) of the churn plan's joins and departures."""
+        return [(e.at_s, (lambda e=e: self._rejoin(e.node, e.at_s)) if e.kind == "join"
+                 else (lambda e=e: self._depart(e.node, e.kind))) for e in self.plan.churn.events]
+
     def _schedule(self) -> list[tuple[float, int, object]]:
         """(run time, order, coroutine factory) of every planned action."""
         items: list[tuple[float, int, object]] = []
-        for e in self.plan.churn.events:
-            fn = (lambda e=e: self._rejoin(e.node, e.at_s)) if e.kind == "join" else (lambda e=e: self._depart(e.node, e.kind))
-            items.append((e.at_s, len(items), fn))
+        for at, fn in self._churn_actions():
+            items.append((at, len(items), fn))
         for w in self.plan.network.partitions:
             items.append((w.start_s, len(items), lambda w=w: self._partition(w.nodes, True)))
             items.append((w.end_s, len(items), lambda w=w: self._partition(w.nodes, False)))
@@ -171,7 +177,7 @@ class Driver(ABC):
             await self.start_peers()
             loop = asyncio.get_running_loop()
             started_ns = time.time_ns()
-            t0 = loop.time()
+            t0 = self.t0 = loop.time()
             await asyncio.gather(*(self._join(i, plans.initial_contacts(plan, i), initial=True)
                                    for i in range(self.n) if i not in plan.churn.offline_at_start))
             tasks = []

@@ -52,9 +52,10 @@ BUILTIN = {
     "Role": ("RbacAuthorizationV1Api", "role"),
     "RoleBinding": ("RbacAuthorizationV1Api", "role_binding"),
 }
-CUSTOM = {"NetworkChaos": ("chaos-mesh.org", "v1alpha1", "networkchaos")}
+CUSTOM = {"NetworkChaos": ("chaos-mesh.org", "v1alpha1", "networkchaos"),
+          "Schedule": ("chaos-mesh.org", "v1alpha1", "schedules")}
 # Teardown order: the controller first (it may still act), the volume last.
-TEARDOWN = ["Job", "NetworkChaos", "Deployment", "StatefulSet", "Pod", "Service", "RoleBinding", "Role",
+TEARDOWN = ["Job", "Schedule", "NetworkChaos", "Deployment", "StatefulSet", "Pod", "Service", "RoleBinding", "Role",
             "ServiceAccount", "ConfigMap", "PersistentVolumeClaim"]
 
 

@@ -84,6 +84,24 @@ def test_chaos_objects_follow_the_network_plan_and_probes_outlast_the_delay():
     assert probe["timeoutSeconds"] * 1000 > 2 * (50 + 10)
 
 
+def test_churn_by_chaos_mesh_is_a_paused_pod_kill_schedule_on_the_churner_pods():
+    objs = objects(render(SCENARIOS["pod-kill"]))
+    (schedule,) = [o for o in objs if o["kind"] == "Schedule"]
+    assert schedule["metadata"]["annotations"]["experiment.chaos-mesh.org/pause"] == "true"
+    assert schedule["spec"]["type"] == "PodChaos" and schedule["spec"]["podChaos"]["action"] == "pod-kill"
+    assert schedule["spec"]["podChaos"]["selector"]["labelSelectors"]["overlaylab.io/group"] == "churner"
+    # the plan's crash rate over the measurement window
+    exp = load_experiment("experiments/k8s-pod-kill.yaml")
+    from controller import plans
+    plan = plans.render(exp)
+    crashes = sum(e.kind == "crash" for e in plan.churn.events)
+    window = plan.end_s - exp.phases.drain_s - exp.phases.warmup_s
+    assert schedule["spec"]["schedule"] == f"@every {round(window / crashes)}s"
+    assert not [o for o in objs if o["kind"] == "NetworkChaos"]  # the peers emulate the network here
+    role = next(o for o in objs if o["kind"] == "Role")
+    assert any("schedules" in r["resources"] and "patch" in r["verbs"] for r in role["rules"])
+
+
 def test_no_chaos_objects_when_the_peers_emulate_the_network():
     assert not [o for o in objects(render(SCENARIOS["smoke"])) if o["apiVersion"].startswith("chaos-mesh.org")]
 
@@ -114,6 +132,12 @@ def test_a_plan_chaos_mesh_cannot_express_is_refused_before_rendering():
         helm_values(exp, "x")
     exp = load_experiment("experiments/k8s-churn-delay.yaml", ["network.delay={model: geo}"])
     with pytest.raises(ValueError, match="network.delay"):
+        helm_values(exp, "x")
+    exp = load_experiment("experiments/k8s-churn-delay.yaml", ["churn.rejoin=keep_state"])
+    with pytest.raises(ValueError, match="churn.rejoin: fresh"):
+        helm_values(exp, "x")
+    exp = load_experiment("experiments/k8s-pod-kill.yaml", ["churn.leave=graceful"])
+    with pytest.raises(ValueError, match="churn_faults: controller"):
         helm_values(exp, "x")
 
 
