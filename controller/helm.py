@@ -39,7 +39,7 @@ def helm_values(exp: Experiment, run_id: str) -> str:
                   "port": exp.k8s.peer_port, "perPod": exp.k8s.peers_per_pod},
         "collector": {"image": exp.k8s.collector_image},
         "results": {"storageClass": exp.k8s.storage_class or "", "size": exp.k8s.storage_size,
-                    "accessMode": exp.k8s.storage_access_mode},
+                    "accessMode": exp.k8s.storage_access_mode, "hostPath": exp.k8s.results_host_path or ""},
         "locust": {"enabled": p.driver == "locust", "workers": exp.k8s.locust_workers,
                    "ratePerUser": p.rate_per_s / p.locust_users},
         "chaos": (chaos := chaos_values(exp, layout)),
@@ -128,7 +128,8 @@ def values_schema() -> dict:
                          ["replicas", "churners", "port", "perPod"]),
             "collector": obj({"image": string, "resources": {"type": "object"}}, ["image"]),
             "results": obj({"storageClass": string, "size": {"type": "string", "pattern": "^[0-9]+(Mi|Gi|Ti)$"},
-                             "accessMode": {"enum": ["ReadWriteOnce", "ReadWriteMany"]}}, ["size"]),
+                             "accessMode": {"enum": ["ReadWriteOnce", "ReadWriteMany"]},
+                             "hostPath": string}, ["size"]),
             "locust": obj({"enabled": {"type": "boolean"}, "workers": {"type": "integer", "minimum": 1},
                            "ratePerUser": {"type": "number", "exclusiveMinimum": 0}}, ["enabled"]),
             "chaos": obj({

@@ -34,3 +34,16 @@ overlaylab.io/role: {{ .role }}
   configMap:
     name: {{ include "overlaylab.fullname" . }}-experiment
 {{- end -}}
+
+{{/* The results volume: the PVC, or a directory of the node (results.hostPath). */}}
+{{- define "overlaylab.resultsVolume" -}}
+- name: results
+  {{- if .Values.results.hostPath }}
+  hostPath:
+    path: {{ .Values.results.hostPath }}
+    type: Directory
+  {{- else }}
+  persistentVolumeClaim:
+    claimName: {{ include "overlaylab.fullname" . }}-results
+  {{- end }}
+{{- end -}}
