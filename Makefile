@@ -13,7 +13,8 @@ EXPERIMENT ?= experiments/quickstart.yaml
 BACKEND ?= local
 
 .PHONY: setup run test test-unit test-component proto proto-check bench bench-sim bench-load clean \
-	chart-schema chart-render chart-check image test-image
+	chart-schema chart-render chart-check image test-image \
+	cluster-build cluster-images cluster-up cluster-down test-cluster
 
 setup: $(STAMP)
 
@@ -82,6 +83,26 @@ image: setup
 
 test-image: setup
 	$(PY) -m pytest -m image -p no:cacheprovider tests/image
+
+# The real-cluster tier (root; see docs/kubernetes.md): upstream Kubernetes built from the Go
+# module proxy into .cache/k8s, started as plain processes on this machine.
+CLUSTER_IMAGES := overlaylab:0.1.0 overlaylab/otelcol:0.165.0
+
+cluster-build:
+	k8s/build.sh
+
+cluster-images: setup cluster-build
+	k8s/images.sh
+
+cluster-up: cluster-images
+	IMAGES="$(CLUSTER_IMAGES)" k8s/up.sh
+
+cluster-down:
+	k8s/down.sh
+
+test-cluster: setup $(HELM) cluster-up
+	KUBECONFIG=/etc/k8s/admin.kubeconfig $(PY) -m pytest -m cluster -p no:cacheprovider tests/cluster; \
+	  rc=$$?; k8s/down.sh; exit $$rc
 
 bench: bench-sim bench-load
 

@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def pytest_collection_modifyitems(items):
     for item in items:
         tier = Path(str(item.fspath)).parent.name
-        if tier in ("unit", "component", "chart", "image"):
+        if tier in ("unit", "component", "chart", "image", "cluster"):
             item.add_marker(getattr(pytest.mark, tier))
 
 

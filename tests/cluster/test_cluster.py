@@ -1,0 +1,116 @@
+"""The real-cluster tier (`make test-cluster`, root): a single-node Kubernetes 1.34 built from the
+Go module proxy and started by k8s/up.sh, with overlaylab's image and the Collector imported
+into its containerd. `helm install` of the chart, the quickstart over `--backend k8s`, and churn
+by pod deletion, each analysed; nothing labelled with a run id may be left afterwards."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+from kubernetes import client, config
+
+from tests.conftest import ROOT
+
+HELM = str(ROOT / ".venv" / "bin" / "helm")
+CLUSTER_SETTINGS = [
+    "k8s.namespace=default", "k8s.image_pull_policy=Never", "k8s.collector_image=overlaylab/otelcol:0.165.0",
+    "k8s.results_host_path=/var/lib/overlaylab/results", "k8s.ready_timeout_s=300",
+]
+
+
+@pytest.fixture(scope="module")
+def api():
+    config.load_kube_config()
+    return client.ApiClient()
+
+
+def overlaylab(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "controller.cli", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+
+
+def sets(*extra: str) -> list[str]:
+    return [a for s in (*CLUSTER_SETTINGS, *extra) for a in ("--set", s)]
+
+
+def labelled_left(api, run_id: str) -> list[str]:
+    selector = f"overlaylab.io/run-id={run_id}"
+    core, apps, batch = client.CoreV1Api(api), client.AppsV1Api(api), client.BatchV1Api(api)
+    found = [*core.list_namespaced_pod("default", label_selector=selector).items,
+             *core.list_namespaced_service("default", label_selector=selector).items,
+             *apps.list_namespaced_stateful_set("default", label_selector=selector).items,
+             *batch.list_namespaced_job("default", label_selector=selector).items]
+    return [o.metadata.name for o in found]
+
+
+def wait_gone(api, run_id: str, timeout_s: float = 120) -> list[str]:
+    deadline = time.monotonic() + timeout_s
+    while (left := labelled_left(api, run_id)) and time.monotonic() < deadline:
+        time.sleep(2)
+    return left
+
+
+def test_the_node_is_ready(api):
+    (node,) = client.CoreV1Api(api).list_node().items
+    conditions = {c.type: c.status for c in node.status.conditions}
+    assert conditions["Ready"] == "True"
+    assert client.VersionApi(api).get_code().git_version == "v1.34.4"
+
+
+def test_helm_install_runs_the_smoke_experiment_to_completion(api, tmp_path):
+    values = overlaylab("helm-values", "experiments/k8s-smoke.yaml", "--run-id", "helm-smoke", *sets())
+    assert values.returncode == 0, values.stderr
+    path = tmp_path / "values.yaml"
+    path.write_text(values.stdout)
+    installed = subprocess.run([HELM, "install", "helm-smoke", str(ROOT / "helm" / "overlaylab"), "-f", str(path),
+                                "--wait", "--timeout", "5m"], capture_output=True, text=True)
+    try:
+        assert installed.returncode == 0, installed.stderr
+        batch = client.BatchV1Api(api)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            status = batch.read_namespaced_job_status("helm-smoke-controller", "default").status
+            if status.succeeded or status.failed:
+                break
+            time.sleep(2)
+        assert status.succeeded == 1, client.CoreV1Api(api).read_namespaced_pod_log(
+            client.CoreV1Api(api).list_namespaced_pod("default", label_selector="job-name=helm-smoke-controller")
+            .items[0].metadata.name, "default")
+        tested = subprocess.run([HELM, "test", "helm-smoke"], capture_output=True, text=True)
+        assert tested.returncode == 0, tested.stdout + tested.stderr
+    finally:
+        subprocess.run([HELM, "uninstall", "helm-smoke", "--wait"], capture_output=True)
+    assert wait_gone(api, "helm-smoke") == []
+
+
+def run_and_summarise(tmp_path, experiment: str, *extra: str) -> tuple[dict, list[dict]]:
+    done = overlaylab("run", experiment, "--backend", "k8s", "--out", str(tmp_path), *sets(*extra))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    timeline = [json.loads(line) for line in (run_dir / "timeline.jsonl").read_text().splitlines()]
+    return json.loads((run_dir / "summary.json").read_text()), timeline
+
+
+def test_quickstart_over_the_k8s_backend_reaches_every_subscriber(api, tmp_path):
+    summary, _ = run_and_summarise(tmp_path, "experiments/quickstart.yaml", "k8s.peers_per_pod=4")
+    assert summary["backend"] == "k8s" and summary["events"] == 40
+    assert summary["hit_ratio"] == 1.0
+    assert summary["spans"]["dropped"] == 0
+    assert wait_gone(api, summary["run_id"]) == []
+
+
+def test_deleted_peer_pods_are_recorded_brought_back_and_analysed(api, tmp_path):
+    summary, timeline = run_and_summarise(tmp_path, "experiments/k8s-cluster-churn.yaml")
+    crashes = [e for e in timeline if e["kind"] == "crash"]
+    rejoins = [e for e in timeline if e["kind"] == "join" and not e.get("initial")]
+    assert len(crashes) == 2 and sorted(e["node"] for e in rejoins) == sorted(e["node"] for e in crashes)
+    assert summary["churn"]["crashes"] == 2
+    assert summary["hit_ratio"] >= 0.99
+    assert wait_gone(api, summary["run_id"]) == []
+    assert yaml.safe_load((tmp_path / summary["run_id"] / "helm-values.yaml").read_text())["peers"]["churners"] == 2
