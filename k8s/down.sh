@@ -40,7 +40,10 @@ pkill -9 -f "containerd-shim-runc-v2 -namespace k8s.io" 2>/dev/null
 for m in $(findmnt -rno TARGET | grep -E "^(/var/lib/kubelet|$RUN|$VAR)" | sort -r); do umount -l "$m" 2>/dev/null; done
 ip link del k8s0 2>/dev/null
 for n in $(ip netns list 2>/dev/null | awk '/^cni-/ {print $1}'); do ip netns del "$n"; done
-iptables-save 2>/dev/null | grep -q CNI- && for chain in $(iptables -t nat -S | awk '/^-N CNI-/ {print $2}'); do
-  iptables -t nat -F "$chain" 2>/dev/null; done
+# The kubelet's and the CNI plugins' iptables chains and the rules that jump to them (the pods
+# were killed under the CNI plugins, so no CNI DEL removed their rules); docker's stay.
+if iptables-save 2>/dev/null | grep -qE "KUBE-|CNI-"; then
+  iptables-save | grep -vE "KUBE-|CNI-" | iptables-restore
+fi
 rm -rf $VAR /var/lib/kubelet /var/lib/cni/networks/k8s-pods $RUN /etc/k8s
 echo "cluster down"

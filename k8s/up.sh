@@ -69,6 +69,9 @@ state = "$RUN/containerd"
   address = "$RUN/containerd.sock"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "$PAUSE"
+  # This machine's root may not lower oom_score_adj (the kubelet asks -998 for sandboxes):
+  # clamp it to containerd's own, as for rootless setups.
+  restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
@@ -112,7 +115,8 @@ start kube-apiserver kube-apiserver --etcd-servers=http://127.0.0.1:2379 --adver
   --kubelet-client-certificate=$P/apiserver-kubelet-client.crt --kubelet-client-key=$P/apiserver-kubelet-client.key \
   --service-account-issuer=https://kubernetes.default.svc.cluster.local \
   --service-account-key-file=$P/sa.pub --service-account-signing-key-file=$P/sa.key \
-  --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction
+  --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
+  --kubelet-preferred-address-types=InternalIP,Hostname
 apicurl() { curl -sf --cacert $P/ca.crt --cert $P/admin.crt --key $P/admin.key "https://$NODE_IP:6443$1"; }
 wait_for kube-apiserver 90 apicurl /readyz
 kc=$ETC/controller-manager.kubeconfig
