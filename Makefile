@@ -14,7 +14,7 @@ BACKEND ?= local
 
 .PHONY: setup run test test-unit test-component proto proto-check bench bench-sim bench-load clean \
 	chart-schema chart-render chart-check image test-image \
-	cluster-build cluster-images cluster-up cluster-down test-cluster
+	cluster-build cluster-images cluster-up cluster-down test-cluster bench-cluster
 
 setup: $(STAMP)
 
@@ -103,6 +103,9 @@ cluster-down:
 test-cluster: setup $(HELM) cluster-up
 	KUBECONFIG=/etc/k8s/admin.kubeconfig $(PY) -m pytest -m cluster -p no:cacheprovider tests/cluster; \
 	  rc=$$?; k8s/down.sh; exit $$rc
+
+bench-cluster: setup
+	$(PY) bench/cluster.py
 
 bench: bench-sim bench-load
 
