@@ -21,6 +21,7 @@ plan must have no churn.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import urllib.parse
 import urllib.request
@@ -168,6 +169,7 @@ class ClusterDriver(Driver):
         p, out = self.exp.publications, self.rd.path / "locust"
         out.mkdir(exist_ok=True)
         users, duration = p.locust_users, max(1, round(p.count / p.rate_per_s))
+        await self._locust_workers(self.exp.k8s.locust_workers)
         form = {"user_count": users, "spawn_rate": users, "run_time": f"{duration}s"}
         await asyncio.to_thread(_http, f"{self.locust_url}/swarm", urllib.parse.urlencode(form).encode())
         self.timeline.record(time.time_ns(), "load_start", None, driver="locust", users=users, rate_per_s=p.rate_per_s)
@@ -183,6 +185,21 @@ class ClusterDriver(Driver):
             except OSError as e:
                 self._fail(f"locust_download:{name}")
                 console.print(f"[yellow]Locust {path}: {e}[/]")
+
+
+    async def _locust_workers(self, wanted: int) -> None:
+        """A distributed swarm cannot start before its workers have connected."""
+        deadline = time.monotonic() + self.exp.k8s.ready_timeout_s
+        while True:
+            try:
+                count = json.loads(await asyncio.to_thread(_http, f"{self.locust_url}/worker-count"))["worker_count"]
+            except OSError:
+                count = 0
+            if count >= wanted:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"only {count} of {wanted} Locust workers connected")
+            await asyncio.sleep(POLL_S)
 
 
 def _http(url: str, data: bytes | None = None) -> bytes:
