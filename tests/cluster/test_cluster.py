@@ -114,3 +114,14 @@ def test_deleted_peer_pods_are_recorded_brought_back_and_analysed(api, tmp_path)
     assert summary["hit_ratio"] >= 0.99
     assert wait_gone(api, summary["run_id"]) == []
     assert yaml.safe_load((tmp_path / summary["run_id"] / "helm-values.yaml").read_text())["peers"]["churners"] == 2
+
+
+def test_locust_master_and_workers_in_pods_publish_at_the_planned_rate(api, tmp_path):
+    summary, timeline = run_and_summarise(tmp_path, "experiments/k8s-locust.yaml")
+    run_dir = tmp_path / summary["run_id"]
+    assert (run_dir / "locust" / "stats_stats.csv").exists() and (run_dir / "locust" / "report.html").exists()
+    assert [e["kind"] for e in timeline if e["kind"].startswith("load_")] == ["load_start", "load_end"]
+    assert summary["load"]["driver"] == "locust"
+    assert summary["load"]["offered_share_of_target"] >= 0.9 and summary["load"]["published_per_s"] >= 0.9 * 20
+    assert summary["hit_ratio"] == 1.0
+    assert wait_gone(api, summary["run_id"]) == []
