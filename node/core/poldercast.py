@@ -221,8 +221,11 @@ class PolderCast(Protocol):
         shared = target.topics & c.topics
         if not shared:
             return None
-        values = [prio.get(t, 0) for t in shared]
-        first = max(values) if self.config.priority_mode == "max" else sum(values)
+        if prio:
+            values = [prio.get(t, 0) for t in shared]
+            first = max(values) if self.config.priority_mode == "max" else sum(values)
+        else:
+            first = 0  # no topic needs neighbours: every candidate ties on priority
         return (first, len(shared), self.rng.random())
 
     def _rank(self, target: Descriptor, candidates: Iterable[Descriptor], k: int) -> list[Descriptor]:
@@ -339,10 +342,14 @@ class PolderCast(Protocol):
                                 (self.pred, lambda d: (me - ring_id(d.node_id)) % SPACE)):
             for t in sorted(mine):
                 slots[t] = []
+            open_slots = half * len(mine)
             for d in sorted(members, key=distance):  # nearest first, one sort for every topic
                 for t in d.topics & mine:
                     if len(slots[t]) < half:
                         slots[t].append(d.node_id)
+                        open_slots -= 1
+                if not open_slots:  # every ring of mine has its neighbours on this side
+                    break
         self.rings_nbr = {n: pool[n] for slots in (*self.succ.values(), *self.pred.values()) for n in slots}
         self._refresh_priorities()
 
