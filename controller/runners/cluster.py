@@ -53,8 +53,8 @@ class ClusterDriver(Driver):
             from kubernetes import client, config
             config.load_incluster_config()
             self.core, self.custom = client.CoreV1Api(), client.CustomObjectsApi()
-        elif self.plan.churn.events:
-            raise ExperimentError("churn needs the Kubernetes API (run the controller in the cluster)")
+        elif self.plan.churn.events or "chaos_mesh" in (exp.k8s.network_faults, exp.k8s.churn_faults):
+            raise ExperimentError("churn and Chaos Mesh faults need the Kubernetes API (run the controller in the cluster)")
         self.uids: dict[str, str] = {}
 
     async def start_peers(self) -> None:
