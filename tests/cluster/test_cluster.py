@@ -122,6 +122,6 @@ def test_locust_master_and_workers_in_pods_publish_at_the_planned_rate(api, tmp_
     assert (run_dir / "locust" / "stats_stats.csv").exists() and (run_dir / "locust" / "report.html").exists()
     assert [e["kind"] for e in timeline if e["kind"].startswith("load_")] == ["load_start", "load_end"]
     assert summary["load"]["driver"] == "locust"
-    assert summary["load"]["offered_share_of_target"] >= 0.9 and summary["load"]["published_per_s"] >= 0.9 * 20
+    assert summary["load"]["offered_share_of_target"] >= 0.9 and summary["load"]["published_per_s"] >= 0.9 * 5
     assert summary["hit_ratio"] == 1.0
     assert wait_gone(api, summary["run_id"]) == []
