@@ -221,9 +221,10 @@ class PolderCast(Protocol):
         shared = target.topics & c.topics
         if not shared:
             return None
-        if prio:
-            values = [prio.get(t, 0) for t in shared]
-            first = max(values) if self.config.priority_mode == "max" else sum(values)
+        if prio:  # topics without a priority count 0: look up only those that have one
+            values = [p for t, p in prio.items() if t in shared] if len(prio) < len(shared) \
+                else [prio[t] for t in shared if t in prio]
+            first = (max(values, default=0) if self.config.priority_mode == "max" else sum(values))
         else:
             first = 0  # no topic needs neighbours: every candidate ties on priority
         return (first, len(shared), self.rng.random())
@@ -342,13 +343,13 @@ class PolderCast(Protocol):
                                 (self.pred, lambda d: (me - ring_id(d.node_id)) % SPACE)):
             for t in sorted(mine):
                 slots[t] = []
-            open_slots = half * len(mine)
+            open_topics = set(mine)  # topics whose side still has room
             for d in sorted(members, key=distance):  # nearest first, one sort for every topic
-                for t in d.topics & mine:
-                    if len(slots[t]) < half:
-                        slots[t].append(d.node_id)
-                        open_slots -= 1
-                if not open_slots:  # every ring of mine has its neighbours on this side
+                for t in d.topics & open_topics:
+                    slots[t].append(d.node_id)
+                    if len(slots[t]) == half:
+                        open_topics.discard(t)
+                if not open_topics:  # every ring of mine has its neighbours on this side
                     break
         self.rings_nbr = {n: pool[n] for slots in (*self.succ.values(), *self.pred.values()) for n in slots}
         self._refresh_priorities()
@@ -360,11 +361,14 @@ class PolderCast(Protocol):
     def _refresh_priorities(self) -> None:
         size = self.config.ring_size
         prios = []
-        for t in sorted(self.me.topics):
-            filled = len(set(self.succ.get(t, ())) | set(self.pred.get(t, ())))
-            p = size - min(size, filled)
+        for t in self.me.topics:
+            succ, pred = self.succ.get(t, ()), self.pred.get(t, ())
+            if len(succ) + len(pred) >= size and not any(n in pred for n in succ):
+                continue  # both sides full with distinct neighbours: no need
+            p = size - min(size, len(set(succ) | set(pred)))
             if p:
                 prios.append((t, p))
+        prios.sort()
         self.me = Descriptor(self.me.node_id, self.me.addr, self.me.topics, 0, tuple(prios))
 
     # --- dissemination (§5.4) -----------------------------------------------------------------
