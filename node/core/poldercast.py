@@ -217,27 +217,25 @@ class PolderCast(Protocol):
     def _priority_of(self, profile: Descriptor) -> dict[Topic, int]:
         return dict(profile.priorities)
 
-    def _score(self, target: Descriptor, prio: dict[Topic, int], c: Descriptor) -> tuple | None:
-        shared = target.topics & c.topics
-        if not shared:
-            return None
-        if prio:  # topics without a priority count 0: look up only those that have one
-            values = [p for t, p in prio.items() if t in shared] if len(prio) < len(shared) \
-                else [prio[t] for t in shared if t in prio]
-            first = (max(values, default=0) if self.config.priority_mode == "max" else sum(values))
-        else:
-            first = 0  # no topic needs neighbours: every candidate ties on priority
-        return (first, len(shared), self.rng.random())
-
     def _rank(self, target: Descriptor, candidates: Iterable[Descriptor], k: int) -> list[Descriptor]:
+        """The k candidates best for ``target``: highest priority of a shared topic (max or sum,
+        ``priority_mode``), then most shared topics, then a random tie-break."""
         prio = self._priority_of(target)
+        wanted, by_max, rnd = target.topics, self.config.priority_mode == "max", self.rng.random
         scored = []
-        for c in candidates:
+        for c in candidates:  # the hottest loop of the simulator: kept flat
             if c.node_id == target.node_id:
                 continue
-            s = self._score(target, prio, c)
-            if s is not None:
-                scored.append((s, c))
+            shared = wanted & c.topics
+            if not shared:
+                continue
+            if prio:  # topics without a priority count 0: look up only those that have one
+                values = [p for t, p in prio.items() if t in shared] if len(prio) < len(shared) \
+                    else [prio[t] for t in shared if t in prio]
+                first = max(values, default=0) if by_max else sum(values)
+            else:
+                first = 0  # no topic needs neighbours: every candidate ties on priority
+            scored.append(((first, len(shared), rnd()), c))
         scored.sort(key=lambda sc: sc[0], reverse=True)
         return [c for _, c in scored[:k]]
 
