@@ -31,10 +31,10 @@ def helm_values(exp: Experiment, run_id: str) -> str:
     release = release_name(run_id)
     layout = pod_layout(exp, release)
     p = exp.publications
+    repository, tag = split_image(exp.k8s.image)
     values = {
         "runId": run_id,
-        "image": {"repository": exp.k8s.image.rsplit(":", 1)[0], "tag": _tag(exp.k8s.image),
-                  "pullPolicy": exp.k8s.image_pull_policy},
+        "image": {"repository": repository, "tag": tag, "pullPolicy": exp.k8s.image_pull_policy},
         "peers": {"replicas": len(layout.peer_pods), "churners": len(layout.churner_pods),
                   "port": exp.k8s.peer_port, "perPod": exp.k8s.peers_per_pod},
         "collector": {"image": exp.k8s.collector_image},
@@ -56,9 +56,10 @@ def probe_timeout_s(chaos: dict) -> int:
     return 2 + math.ceil(2 * (d["latencyMs"] + d["jitterMs"]) / 1000)
 
 
-def _tag(image: str) -> str:
+def split_image(image: str) -> tuple[str, str]:
+    """``repo[:port]/name[:tag]`` -> (repository, tag); no tag means ``latest``."""
     name, _, tag = image.rpartition(":")
-    return tag if name and "/" not in tag else "latest"
+    return (name, tag) if name and "/" not in tag else (image, "latest")
 
 
 def chaos_values(exp: Experiment, layout) -> dict:

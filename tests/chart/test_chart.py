@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from controller.config import load_experiment
-from controller.helm import CHART, helm_values, values_schema
+from controller.helm import CHART, helm_values, split_image, values_schema
 from controller.hosting import pod_layout, release_name
 from tests.chart.render import NAMESPACE, golden, helm, render, scenarios
 from tests.k8s_schemas import validate
@@ -139,6 +139,16 @@ def test_a_plan_chaos_mesh_cannot_express_is_refused_before_rendering():
     exp = load_experiment("experiments/k8s-pod-kill.yaml", ["churn.leave=graceful"])
     with pytest.raises(ValueError, match="churn_faults: controller"):
         helm_values(exp, "x")
+
+
+@pytest.mark.parametrize("image, expected", [
+    ("overlaylab:0.1.0", ("overlaylab", "0.1.0")),
+    ("registry.local:5000/lab/overlaylab:2", ("registry.local:5000/lab/overlaylab", "2")),
+    ("registry.local:5000/lab/overlaylab", ("registry.local:5000/lab/overlaylab", "latest")),
+    ("overlaylab", ("overlaylab", "latest")),
+])
+def test_image_references_split_into_repository_and_tag(image, expected):
+    assert split_image(image) == expected
 
 
 def test_helm_values_cli_prints_values_the_chart_accepts(tmp_path):
