@@ -149,16 +149,18 @@ def cmd_schema(args) -> int:
 
 
 def cmd_helm_values(args) -> int:
+    from . import plans
     from .helm import helm_values
 
-    print(helm_values(_load(args), args.run_id or "manual"), end="")
+    exp = _load(args)
+    print(helm_values(exp, plans.render(exp), args.run_id or "manual"), end="")
     return 0
 
 
-def _layout(args, exp: Experiment):
+def _layout(args, exp: Experiment, plan):
     from .hosting import pod_layout
 
-    return pod_layout(exp, args.release, args.domain)
+    return pod_layout(exp, plan, args.release, args.domain)
 
 
 def cmd_peer(args) -> int:
@@ -168,8 +170,10 @@ def cmd_peer(args) -> int:
 
     from .hosting import peer_config
 
+    from . import plans
+
     exp = load_experiment(args.file)
-    layout = _layout(args, exp)
+    layout = _layout(args, exp, plans.render(exp))
     nodes = list(layout.nodes_of(args.pod))
     cfg = peer_config(exp, args.run_id, nodes, host="0.0.0.0", advertise=f"{args.pod}{layout.domain}",
                       ports={str(n): layout.port + k for k, n in enumerate(nodes)},
@@ -188,7 +192,7 @@ def cmd_drive(args) -> int:
 
     exp = load_experiment(args.file)
     rd = RunDir.create(exp, args.out, run_id=args.run_id)
-    driver = ClusterDriver(exp, rd, _layout(args, exp), namespace=None if args.no_kube else args.namespace,
+    driver = ClusterDriver(exp, rd, args.release, args.domain, namespace=None if args.no_kube else args.namespace,
                            locust_url=args.locust_url)
     asyncio.run(driver.run())
     console.print(f"run {rd.run_id} written to {rd.path}")
@@ -203,7 +207,8 @@ def cmd_load_plan(args) -> int:
 
     exp = load_experiment(args.file)
     p = exp.publications
-    write_load_plan(Path(args.out), addrs=_layout(args, exp).addrs(), subscriptions=plans.render(exp).subscriptions,
+    plan = plans.render(exp)
+    write_load_plan(Path(args.out), addrs=_layout(args, exp, plan).addrs(), subscriptions=plan.subscriptions,
                     topic_choice=p.topic_choice, payload_bytes=p.payload_bytes, seed=exp.seed)
     return 0
 

@@ -27,9 +27,9 @@ from .hosting import pod_layout, release_name
 CHART = Path(__file__).resolve().parent.parent / "helm" / "overlaylab"
 
 
-def helm_values(exp: Experiment, run_id: str) -> str:
+def helm_values(exp: Experiment, plan: plans.Plan, run_id: str) -> str:
     release = release_name(run_id)
-    layout = pod_layout(exp, release)
+    layout = pod_layout(exp, plan, release)
     p = exp.publications
     repository, tag = split_image(exp.k8s.image)
     values = {
@@ -42,7 +42,7 @@ def helm_values(exp: Experiment, run_id: str) -> str:
                     "accessMode": exp.k8s.storage_access_mode, "hostPath": exp.k8s.results_host_path or ""},
         "locust": {"enabled": p.driver == "locust", "workers": exp.k8s.locust_workers,
                    "ratePerUser": p.rate_per_s / p.locust_users},
-        "chaos": (chaos := chaos_values(exp, layout)),
+        "chaos": (chaos := chaos_values(exp, plan, layout)),
         "probes": {"timeoutSeconds": probe_timeout_s(chaos)},
         "experiment": yaml.safe_load(dump_experiment(exp)),
     }
@@ -62,8 +62,8 @@ def split_image(image: str) -> tuple[str, str]:
     return (name, tag) if name and "/" not in tag else (image, "latest")
 
 
-def chaos_values(exp: Experiment, layout) -> dict:
-    net, plan = exp.network, plans.render(exp)
+def chaos_values(exp: Experiment, plan: plans.Plan, layout) -> dict:
+    net = exp.network
     if plan.churn.events and exp.churn.rejoin == "keep_state":
         raise ExperimentError("churn.rejoin: keep_state needs the local backend's checkpoints; a deleted pod "
                               "comes back empty: set churn.rejoin: fresh for k8s")

@@ -68,8 +68,8 @@ class PodLayout:
                 for pod, nodes in self.pods().items() for k, node in enumerate(nodes)}
 
 
-def pod_layout(exp: Experiment, release: str, domain: str | None = None) -> PodLayout:
-    churning = plans.render(exp).churn.churning
+def pod_layout(exp: Experiment, plan: plans.Plan, release: str, domain: str | None = None) -> PodLayout:
+    churning = plan.churn.churning
     stable = [i for i in range(exp.nodes.count) if i not in churning]
     k = exp.k8s.peers_per_pod
     return PodLayout(

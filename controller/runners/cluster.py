@@ -24,27 +24,26 @@ import asyncio
 import json
 import time
 import urllib.parse
-import urllib.request
 
 import grpc
 
 from node._gen.overlaylab.v1 import control_pb2
 
 from ..config import Experiment, ExperimentError
-from ..hosting import PodLayout
+from ..hosting import pod_layout
 from ..progress import console
 from ..rundir import RunDir
-from .driver import EMPTY, Driver
+from .driver import EMPTY, Driver, http_request
 
 POLL_S = 1.0
 
 
 class ClusterDriver(Driver):
-    def __init__(self, exp: Experiment, rd: RunDir, layout: PodLayout, *, namespace: str | None,
-                 locust_url: str | None = None) -> None:
+    def __init__(self, exp: Experiment, rd: RunDir, release: str, domain: str | None = None, *,
+                 namespace: str | None, locust_url: str | None = None) -> None:
         super().__init__(exp, rd)
-        self.layout = layout
-        self.pod_of = layout.pod_of()
+        self.layout = pod_layout(exp, self.plan, release, domain)
+        self.pod_of = self.layout.pod_of()
         self.namespace = namespace
         """Where the pods are; None: no Kubernetes API (static containers), so no churn."""
         self.locust_url = locust_url
@@ -84,20 +83,17 @@ class ClusterDriver(Driver):
     def _link_rules(self, node: int) -> control_pb2.LinkRules:
         return control_pb2.LinkRules() if self.chaos_mesh else super()._link_rules(node)
 
-    async def _partition(self, cut: frozenset[int], on: bool) -> None:
+    async def apply_partition(self, cut: frozenset[int], on: bool) -> None:
         if not self.chaos_mesh:
-            await super()._partition(cut, on)
+            await super().apply_partition(cut, on)
             return
         k = next(i for i, w in enumerate(self.plan.network.partitions) if w.nodes == cut)
-        name = f"{self.layout.release}-partition-{k}"
-        args = ("chaos-mesh.org", "v1alpha1", self.namespace, "networkchaos", name)
+        args = ("chaos-mesh.org", "v1alpha1", self.namespace, "networkchaos", f"{self.layout.release}-partition-{k}")
         if on:
             patch = {"metadata": {"annotations": {"experiment.chaos-mesh.org/pause": "false"}}}
             await asyncio.to_thread(self.custom.patch_namespaced_custom_object, *args, patch)
         else:
             await asyncio.to_thread(self.custom.delete_namespaced_custom_object, *args)
-        self.timeline.record(time.time_ns(), "fault_on" if on else "fault_off", None,
-                             fault="partition", nodes=sorted(cut), chaos=name)
 
     def _churn_actions(self):
         if self.exp.k8s.churn_faults != "chaos_mesh":
@@ -171,17 +167,17 @@ class ClusterDriver(Driver):
         users, duration = p.locust_users, max(1, round(p.count / p.rate_per_s))
         await self._locust_workers(self.exp.k8s.locust_workers)
         form = {"user_count": users, "spawn_rate": users, "run_time": f"{duration}s"}
-        await asyncio.to_thread(_http, f"{self.locust_url}/swarm", urllib.parse.urlencode(form).encode())
+        await asyncio.to_thread(http_request, f"{self.locust_url}/swarm", urllib.parse.urlencode(form).encode())
         self.timeline.record(time.time_ns(), "load_start", None, driver="locust", users=users, rate_per_s=p.rate_per_s)
         await asyncio.sleep(duration + 2)
-        await asyncio.to_thread(_http, f"{self.locust_url}/stop", b"")
+        await asyncio.to_thread(http_request, f"{self.locust_url}/stop", b"")
         self.timeline.record(time.time_ns(), "load_end", None)
         for path, name in (("/stats/requests/csv", "stats_stats.csv"),
                            ("/stats/requests_full_history/csv", "stats_stats_history.csv"),
                            ("/stats/failures/csv", "stats_failures.csv"),
                            ("/stats/report?download=1", "report.html")):
             try:
-                (out / name).write_bytes(await asyncio.to_thread(_http, self.locust_url + path))
+                (out / name).write_bytes(await asyncio.to_thread(http_request, self.locust_url + path))
             except OSError as e:
                 self._fail(f"locust_download:{name}")
                 console.print(f"[yellow]Locust {path}: {e}[/]")
@@ -192,7 +188,7 @@ class ClusterDriver(Driver):
         deadline = time.monotonic() + self.exp.k8s.ready_timeout_s
         while True:
             try:
-                count = json.loads(await asyncio.to_thread(_http, f"{self.locust_url}/worker-count"))["worker_count"]
+                count = json.loads(await asyncio.to_thread(http_request, f"{self.locust_url}/worker-count"))["worker_count"]
             except OSError:
                 count = 0
             if count >= wanted:
@@ -200,8 +196,3 @@ class ClusterDriver(Driver):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"only {count} of {wanted} Locust workers connected")
             await asyncio.sleep(POLL_S)
-
-
-def _http(url: str, data: bytes | None = None) -> bytes:
-    with urllib.request.urlopen(url, data=data, timeout=30) as response:
-        return response.read()

@@ -20,6 +20,7 @@ import math
 import random
 import statistics
 import time
+import urllib.request
 from abc import ABC, abstractmethod
 
 import grpc
@@ -132,6 +133,10 @@ class Driver(ABC):
         (self.partitions.append if on else self.partitions.remove)(cut)
         self.timeline.record(time.time_ns(), "fault_on" if on else "fault_off", None,
                              fault="partition", nodes=sorted(cut))
+        await self.apply_partition(cut, on)
+
+    async def apply_partition(self, cut: frozenset[int], on: bool) -> None:
+        """Put the cut in place or lift it: by default the peers' link emulation does it."""
         await asyncio.gather(*(self.ctl[i].SetLinkRules(self._link_rules(i), timeout=RPC_TIMEOUT_S)
                                for i in sorted(self.alive)), return_exceptions=True)
 
@@ -246,6 +251,12 @@ class Driver(ABC):
             advance(1)
         return fidelity_summary(net, links, reports)
 
+
+
+def http_request(url: str, data: bytes | None = None) -> bytes:
+    """One request to a web API (Locust's); ``data`` makes it a POST."""
+    with urllib.request.urlopen(url, data=data, timeout=30) as response:
+        return response.read()
 
 
 def fidelity_summary(net, links, reports) -> dict:

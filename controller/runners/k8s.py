@@ -154,7 +154,8 @@ class K8sRunner(Runner):
     def run(self, exp: Experiment, rd: RunDir) -> None:
         k = exp.k8s
         run_id, release = rd.run_id, release_name(rd.run_id)
-        values = helm_values(exp, run_id)
+        plan = plans.render(exp)
+        values = helm_values(exp, plan, run_id)
         rd.write_text("helm-values.yaml", values)
         objects = render_chart(values, release, k.namespace)
         cluster = self.cluster or Cluster(k.namespace, k.context)
@@ -164,7 +165,7 @@ class K8sRunner(Runner):
             for obj in objects:
                 cluster.create(obj)
             self._wait_peers(cluster, selector, k.ready_timeout_s)
-            self._wait_job(cluster, f"{release}-controller", plans.render(exp).end_s + k.ready_timeout_s)
+            self._wait_job(cluster, f"{release}-controller", plan.end_s + k.ready_timeout_s)
             time.sleep(SETTLE_S)
             self._collect(cluster, release, rd)
         finally:

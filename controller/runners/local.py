@@ -21,7 +21,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 from loadgen.plan import write_load_plan
@@ -31,7 +30,7 @@ from ..hosting import peer_config
 from ..progress import console
 from ..rundir import RunDir
 from .base import Runner
-from .driver import Driver
+from .driver import Driver, http_request
 
 READY_TIMEOUT_S = 60.0
 
@@ -159,19 +158,14 @@ class _LocalRun(Driver):
             await stop.wait()
             loop.remove_signal_handler(signal.SIGINT)
             try:  # stop the swarm, keep the web UI's HTML report; --autoquit then exits Locust
-                report = await loop.run_in_executor(None, lambda: _http("http://127.0.0.1:8089/stats/report"))
+                report = await loop.run_in_executor(None, lambda: http_request("http://127.0.0.1:8089/stats/report"))
                 (out / "report.html").write_bytes(report)
-                await loop.run_in_executor(None, lambda: _http("http://127.0.0.1:8089/stop", post=True))
+                await loop.run_in_executor(None, lambda: http_request("http://127.0.0.1:8089/stop", b""))
                 await asyncio.wait_for(loop.run_in_executor(None, proc.wait), 30)
             except (OSError, asyncio.TimeoutError):
                 os.killpg(proc.pid, signal.SIGTERM)
         await loop.run_in_executor(None, proc.wait)
         self.timeline.record(time.time_ns(), "load_end", None, exit_code=proc.returncode)
-
-
-def _http(url: str, post: bool = False) -> bytes:
-    with urllib.request.urlopen(url, data=b"" if post else None, timeout=10) as response:
-        return response.read()
 
 
 def stop_processes(procs: list[subprocess.Popen], grace_s: float = 10.0) -> None:

@@ -13,11 +13,10 @@ from pathlib import Path
 
 import yaml
 
+from controller.helm import CHART
 from controller.hosting import release_name
+from controller.runners.k8s import helm_binary
 
-ROOT = Path(__file__).resolve().parents[2]
-CHART = ROOT / "helm" / "overlaylab"
-HELM = ROOT / ".venv" / "bin" / "helm"
 NAMESPACE = "overlaylab"
 
 
@@ -26,7 +25,7 @@ def scenarios() -> dict[str, Path]:
 
 
 def helm(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(HELM), *args], capture_output=True, text=True)
+    return subprocess.run([helm_binary(), *args], capture_output=True, text=True)
 
 
 def render(values: Path) -> str:

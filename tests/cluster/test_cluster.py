@@ -15,9 +15,9 @@ import pytest
 import yaml
 from kubernetes import client, config
 
+from controller.runners.k8s import helm_binary
 from tests.conftest import ROOT
 
-HELM = str(ROOT / ".venv" / "bin" / "helm")
 CLUSTER_SETTINGS = [
     "k8s.namespace=default", "k8s.image_pull_policy=Never", "k8s.collector_image=overlaylab/otelcol:0.165.0",
     "k8s.results_host_path=/var/lib/overlaylab/results", "k8s.ready_timeout_s=300",
@@ -68,7 +68,7 @@ def test_helm_install_runs_the_smoke_experiment_to_completion(api, tmp_path):
     assert values.returncode == 0, values.stderr
     path = tmp_path / "values.yaml"
     path.write_text(values.stdout)
-    installed = subprocess.run([HELM, "install", "helm-smoke", str(ROOT / "helm" / "overlaylab"), "-f", str(path),
+    installed = subprocess.run([helm_binary(), "install", "helm-smoke", str(ROOT / "helm" / "overlaylab"), "-f", str(path),
                                 "--wait", "--timeout", "5m"], capture_output=True, text=True)
     try:
         assert installed.returncode == 0, installed.stderr
@@ -82,10 +82,10 @@ def test_helm_install_runs_the_smoke_experiment_to_completion(api, tmp_path):
         assert status.succeeded == 1, client.CoreV1Api(api).read_namespaced_pod_log(
             client.CoreV1Api(api).list_namespaced_pod("default", label_selector="job-name=helm-smoke-controller")
             .items[0].metadata.name, "default")
-        tested = subprocess.run([HELM, "test", "helm-smoke"], capture_output=True, text=True)
+        tested = subprocess.run([helm_binary(), "test", "helm-smoke"], capture_output=True, text=True)
         assert tested.returncode == 0, tested.stdout + tested.stderr
     finally:
-        subprocess.run([HELM, "uninstall", "helm-smoke", "--wait"], capture_output=True)
+        subprocess.run([helm_binary(), "uninstall", "helm-smoke", "--wait"], capture_output=True)
     assert wait_gone(api, "helm-smoke") == []
 
 
