@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import heapq
 import random
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -127,6 +128,9 @@ class PolderCast(Protocol):
         self.seen: OrderedDict[str, None] = OrderedDict()
         self.published = 0
         self.late_replies = 0
+        self._holes: set[Topic] = set(me.topics)  # topics whose slots need a full recompute
+        self._prio: dict[Topic, int] = {}  # the non-zero topic priorities
+        self._considered: dict[NodeId, frozenset[Topic]] = {}  # newcomers of the last ring update
         self._refresh_priorities()
 
     # --- lifecycle and timers -----------------------------------------------------------------
@@ -145,6 +149,7 @@ class PolderCast(Protocol):
         super().subscribe(topic, now)
         self.succ.setdefault(topic, [])
         self.pred.setdefault(topic, [])
+        self._holes.add(topic)
         self._refresh_priorities()
         return []
 
@@ -197,7 +202,7 @@ class PolderCast(Protocol):
             self._vicinity_merge([*msg.entries, fresh])
         else:
             reply = None if msg.reply else self._rings_select(fresh)
-            self._recompute_rings([*self._union(), *msg.entries, fresh])
+            self._recompute_rings([*msg.entries, fresh])
         if reply is None:
             return []
         return [Send(src, msg.sender.addr, Gossip(msg.layer, self.me.aged(0), tuple(reply), reply=True))]
@@ -205,14 +210,40 @@ class PolderCast(Protocol):
     # --- views --------------------------------------------------------------------------------
 
     def _union(self) -> list[Descriptor]:
-        """CYCLON ∪ VICINITY ∪ RINGS, one entry per id (the youngest)."""
-        best: dict[NodeId, Descriptor] = {}
+        """CYCLON ∪ VICINITY ∪ RINGS, one entry per id (the youngest, the earlier view's on a
+        tie), in the order of ``_youngest``; spelled out because the RINGS view can be large."""
+        cyc, vic, ring = self.cyclon.view, self.vicinity, self.rings_nbr
+        out = []
+        for x, d in cyc.items():
+            for other in (vic.get(x), ring.get(x)):
+                if other is not None and other.age < d.age:
+                    d = other
+            out.append(d)
+        for x, d in vic.items():
+            if x not in cyc:
+                r = ring.get(x)
+                out.append(r if r is not None and r.age < d.age else d)
+        out += [d for x, d in ring.items() if x not in cyc and x not in vic]
+        return out
+
+    def _youngest_copy(self, x: NodeId) -> Descriptor | None:
+        best = None
         for view in (self.cyclon.view, self.vicinity, self.rings_nbr):
+            d = view.get(x)
+            if d is not None and (best is None or d.age < best.age):
+                best = d
+        return best
+
+    @staticmethod
+    def _youngest(*views: dict[NodeId, Descriptor]) -> dict[NodeId, Descriptor]:
+        """The views merged, one entry per id: the youngest copy, the earlier view's on a tie."""
+        best: dict[NodeId, Descriptor] = {}
+        for view in views:
             for nid, d in view.items():
                 old = best.get(nid)
                 if old is None or d.age < old.age:
                     best[nid] = d
-        return list(best.values())
+        return best
 
     def _priority_of(self, profile: Descriptor) -> dict[Topic, int]:
         return dict(profile.priorities)
@@ -224,11 +255,9 @@ class PolderCast(Protocol):
         wanted, by_max, rnd = target.topics, self.config.priority_mode == "max", self.rng.random
         scored = []
         for c in candidates:  # the hottest loop of the simulator: kept flat
-            if c.node_id == target.node_id:
+            if c.topics.isdisjoint(wanted) or c.node_id == target.node_id:
                 continue
             shared = wanted & c.topics
-            if not shared:
-                continue
             if prio:  # topics without a priority count 0: look up only those that have one
                 values = [p for t, p in prio.items() if t in shared] if len(prio) < len(shared) \
                     else [prio[t] for t in shared if t in prio]
@@ -236,8 +265,7 @@ class PolderCast(Protocol):
             else:
                 first = 0  # no topic needs neighbours: every candidate ties on priority
             scored.append(((first, len(shared), rnd()), c))
-        scored.sort(key=lambda sc: sc[0], reverse=True)
-        return [c for _, c in scored[:k]]
+        return [c for _, c in heapq.nlargest(k, scored, key=lambda sc: sc[0])]
 
     # --- VICINITY (§5.2) ----------------------------------------------------------------------
 
@@ -261,11 +289,19 @@ class PolderCast(Protocol):
         return self._rank(requester, candidates, self.config.vicinity_gossip)
 
     def _vicinity_merge(self, received: list[Descriptor]) -> None:
-        pool: dict[NodeId, Descriptor] = {}
-        for d in [*self._union(), *received]:
-            if d.node_id != self.node_id and (d.node_id not in pool or d.age < pool[d.node_id].age):
-                pool[d.node_id] = d
-        best = self._rank(self.me, pool.values(), self.config.vicinity_view)
+        """VICINITY becomes the best of all views and ``received`` (youngest copy of each)."""
+        younger: dict[NodeId, Descriptor] = {}
+        for d in received:
+            x = d.node_id
+            if x == self.node_id:
+                continue
+            cur = younger.get(x) or self._youngest_copy(x)
+            if cur is None or d.age < cur.age:
+                younger[x] = d
+        pool = self._union()
+        if younger:
+            pool = [younger.pop(d.node_id) if d.node_id in younger else d for d in pool] + list(younger.values())
+        best = self._rank(self.me, pool, self.config.vicinity_view)
         self.vicinity = {d.node_id: d for d in best}
 
     # --- RINGS (§5.3) -------------------------------------------------------------------------
@@ -273,13 +309,15 @@ class PolderCast(Protocol):
     def _rings_tick(self, now: float) -> list[Send]:
         for nid, d in self.rings_nbr.items():
             self.rings_nbr[nid] = d.aged(d.age + 1)
-        self._recompute_rings(self._union())
+        self._recompute_rings()
         if self.rings_nbr:
             oldest = max(d.age for d in self.rings_nbr.values())
             q = self.rings_nbr.pop(self.rng.choice([n for n, d in self.rings_nbr.items() if d.age == oldest]))
-            for slots in (*self.succ.values(), *self.pred.values()):
-                if q.node_id in slots:
-                    slots.remove(q.node_id)
+            for t in q.topics & self.me.topics:  # q's slots are all in topics of its profile
+                for slots in (self.succ[t], self.pred[t]):
+                    if q.node_id in slots:
+                        slots.remove(q.node_id)
+                        self._holes.add(t)
         else:
             sharing = [d for d in (self.vicinity or self.cyclon.view).values() if d.topics & self.me.topics]
             if not sharing:
@@ -320,54 +358,113 @@ class PolderCast(Protocol):
                     picked.append(d)
         return picked
 
-    def _recompute_rings(self, candidates: Iterable[Descriptor]) -> None:
+    def _recompute_rings(self, received: Sequence[Descriptor] = ()) -> None:
+        """Each topic's ring slots become its ``ring_size/2`` nearest successors and predecessors
+        among CYCLON ∪ VICINITY ∪ RINGS ∪ ``received`` (the youngest copy of each profile).
+
+        Incremental, with the result of recomputing every topic from scratch: a topic's slots
+        already hold the nearest of every node seen since they were last computed (everything
+        not kept was farther), so only newcomers can enter them. Topics with a hole (a removed
+        neighbour, a new subscription, a profile that gained or lost the topic) are recomputed
+        over the whole pool. This keeps the cost of a merge proportional to the message, not to
+        the subscriber's RINGS view, which reaches thousands on social workloads."""
+        own, nbr, mine = self.config.ring_ages == "own", self.rings_nbr, self.me.topics
+        refreshed: dict[NodeId, Descriptor] = {}
+        newcomers: dict[NodeId, Descriptor] = {}
+        for d in (*self._youngest(self.cyclon.view, self.vicinity).values(), *received):
+            x = d.node_id
+            if x == self.node_id:
+                continue
+            if x in nbr:
+                # A fresher copy brings the newer profile; with ring_ages "own" a ring neighbour
+                # keeps the age RINGS gave it, so LRU partner choice still cycles through the
+                # ring instead of being reset by CYCLON/VICINITY copies.
+                cur = refreshed.get(x, nbr[x])
+                if d.age < cur.age and (not own or d.priorities != cur.priorities or d.topics != cur.topics):
+                    refreshed[x] = d.aged(cur.age) if own else d
+            elif x not in newcomers or d.age < newcomers[x].age:
+                newcomers[x] = d
+        holes, self._holes = self._holes & mine, set()
+        seen, self._considered = self._considered, {x: d.topics for x, d in newcomers.items()}
+        for x, d in refreshed.items():
+            if d.topics != nbr[x].topics:
+                holes |= (d.topics ^ nbr[x].topics) & mine
+            nbr[x] = d
+        for t in sorted(holes):
+            self.succ.setdefault(t, [])
+            self.pred.setdefault(t, [])
+        if holes:
+            self._fill_holes(holes, newcomers)
+        changed = set(holes)
+        for x, d in newcomers.items():
+            if seen.get(x) == d.topics:
+                continue  # considered at the last recompute: slots only got nearer since
+            for t in d.topics & mine:
+                if t not in holes and (self._place(self.succ[t], x, (ring_id(x) - self.rid) % SPACE, 1)
+                                       | self._place(self.pred[t], x, (self.rid - ring_id(x)) % SPACE, -1)):
+                    changed.add(t)
+        if changed:
+            self.rings_nbr = {n: nbr[n] if n in nbr else newcomers[n]
+                              for slots in (*self.succ.values(), *self.pred.values()) for n in slots}
+        self._refresh_priorities(holes | changed)
+
+    def _place(self, slots: list[NodeId], x: NodeId, distance: int, sign: int) -> bool:
+        """Put x into a nearest-first side of a ring if it is nearer than the farthest; True if
+        the side changed."""
         half = self.config.ring_size // 2
-        pool: dict[NodeId, Descriptor] = dict(self.rings_nbr)
-        for d in candidates:
-            if d.node_id != self.node_id:
-                old = pool.get(d.node_id)
-                if old is None:
-                    pool[d.node_id] = d
-                elif d.age < old.age:
-                    # A fresher copy brings the newer profile; with ring_ages "own" a ring
-                    # neighbour keeps the age RINGS gave it, so LRU partner choice still cycles
-                    # through the ring instead of being reset by CYCLON/VICINITY copies.
-                    keep = self.config.ring_ages == "own" and d.node_id in self.rings_nbr
-                    pool[d.node_id] = d.aged(old.age) if keep else d
-        mine = self.me.topics
-        members = [d for d in pool.values() if not d.topics.isdisjoint(mine)]
-        me = self.rid
+        if x in slots:
+            return False
+        at = len(slots)
+        while at and (sign * (ring_id(slots[at - 1]) - self.rid)) % SPACE > distance:
+            at -= 1
+        if at >= half:
+            return False
+        slots.insert(at, x)
+        del slots[half:]
+        return True
+
+    def _fill_holes(self, holes: set[Topic], newcomers: dict[NodeId, Descriptor]) -> None:
+        """Recompute the slots of ``holes`` over the whole pool."""
+        half, me = self.config.ring_size // 2, self.rid
+        members = [d for d in (*self.rings_nbr.values(), *newcomers.values()) if not d.topics.isdisjoint(holes)]
         for slots, distance in ((self.succ, lambda d: (ring_id(d.node_id) - me) % SPACE),
                                 (self.pred, lambda d: (me - ring_id(d.node_id)) % SPACE)):
-            for t in sorted(mine):
+            for t in holes:
                 slots[t] = []
-            open_topics = set(mine)  # topics whose side still has room
-            for d in sorted(members, key=distance):  # nearest first, one sort for every topic
+            open_topics = set(holes)
+            for d in sorted(members, key=distance):
                 for t in d.topics & open_topics:
                     slots[t].append(d.node_id)
                     if len(slots[t]) == half:
                         open_topics.discard(t)
-                if not open_topics:  # every ring of mine has its neighbours on this side
+                if not open_topics:
                     break
-        self.rings_nbr = {n: pool[n] for slots in (*self.succ.values(), *self.pred.values()) for n in slots}
-        self._refresh_priorities()
 
     def _rebuild_rings_nbr(self) -> None:
-        keep = {n for slots in (*self.succ.values(), *self.pred.values()) for n in slots}
-        self.rings_nbr = {n: d for n, d in self.rings_nbr.items() if n in keep}
+        self.rings_nbr = {n: self.rings_nbr[n] for slots in (*self.succ.values(), *self.pred.values()) for n in slots}
 
-    def _refresh_priorities(self) -> None:
+    def _topic_priority(self, t: Topic) -> int:
         size = self.config.ring_size
-        prios = []
-        for t in self.me.topics:
-            succ, pred = self.succ.get(t, ()), self.pred.get(t, ())
-            if len(succ) + len(pred) >= size and not any(n in pred for n in succ):
-                continue  # both sides full with distinct neighbours: no need
-            p = size - min(size, len(set(succ) | set(pred)))
-            if p:
-                prios.append((t, p))
-        prios.sort()
-        self.me = Descriptor(self.me.node_id, self.me.addr, self.me.topics, 0, tuple(prios))
+        succ, pred = self.succ.get(t, ()), self.pred.get(t, ())
+        if len(succ) + len(pred) >= size and set(succ).isdisjoint(pred):
+            return 0  # both sides full with distinct neighbours: no need
+        return size - min(size, len(set(succ) | set(pred)))
+
+    def _refresh_priorities(self, topics: Iterable[Topic] | None = None) -> None:
+        """Update the priorities of ``topics`` (all when None) and the profile that carries them."""
+        changed = topics is None
+        if changed:
+            self._prio, topics = {}, self.me.topics
+        for t in topics:
+            p = self._topic_priority(t)
+            if p != self._prio.get(t, 0):
+                changed = True
+                if p:
+                    self._prio[t] = p
+                else:
+                    del self._prio[t]
+        if changed:
+            self.me = Descriptor(self.me.node_id, self.me.addr, self.me.topics, 0, tuple(sorted(self._prio.items())))
 
     # --- dissemination (§5.4) -----------------------------------------------------------------
 

@@ -96,9 +96,15 @@ def wire_size(m: Message, sender: int) -> int:
     return size + (2 if m.reply else 0)
 
 
-@functools.lru_cache(maxsize=200_000)
 def _descriptor_size(d: Descriptor) -> int:
-    return descriptor_to_pb(d).ByteSize()
+    """The profile's size (cached: profiles repeat, ages vary) plus the age field's."""
+    size = _profile_size(d.node_id, d.addr, d.topics, d.priorities)
+    return size + 1 + _varint_len(d.age) if d.age else size
+
+
+@functools.lru_cache(maxsize=200_000)
+def _profile_size(node_id: int, addr: str, topics: frozenset[str], priorities: tuple) -> int:
+    return descriptor_to_pb(Descriptor(node_id, addr, topics, 0, priorities)).ByteSize()
 
 
 def _field(n: int) -> int:

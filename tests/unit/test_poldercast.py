@@ -92,3 +92,34 @@ def test_bad_parameters_are_rejected():
         PolderCastConfig(fanout=1)
     with pytest.raises(ValueError, match="even"):
         PolderCastConfig(ring_size=3)
+
+
+def nearest_from_scratch(me, pool, topic, half):
+    """Reference rule (§5.3): the half nearest subscribers of ``topic`` on each side of me."""
+    members = {d.node_id for d in pool if topic in d.topics and d.node_id != me.node_id}
+    rid = ring_id(me.node_id)
+    succ = sorted(members, key=lambda n: (ring_id(n) - rid) % 2**64)[:half]
+    pred = sorted(members, key=lambda n: (rid - ring_id(n)) % 2**64)[:half]
+    return succ, pred
+
+
+@pytest.mark.parametrize("params", [{}, {"use_vicinity": False}, {"ring_ages": "union"}])
+def test_incremental_ring_update_equals_recomputing_every_ring(monkeypatch, params):
+    """The RINGS core updates only the rings a message can change; after every update each
+    ring must hold what a recomputation over all views and the message would give."""
+    from node.core.poldercast import PolderCast
+
+    update, checked = PolderCast._recompute_rings, Counter()
+
+    def checked_update(self, received=()):
+        pool = [*self.cyclon.view.values(), *self.vicinity.values(), *self.rings_nbr.values(), *received]
+        update(self, received)
+        half = self.config.ring_size // 2
+        for t in self.me.topics:
+            assert (self.succ[t], self.pred[t]) == nearest_from_scratch(self.me, pool, t, half), t
+        checked[self.node_id] += 1
+
+    monkeypatch.setattr(PolderCast, "_recompute_rings", checked_update)
+    sim, subs = network(n=60, topics=20, k=4, **params)
+    sim.run_until(8.0)
+    assert len(checked) == 60 and sum(checked.values()) > 60 * 8 * 2
