@@ -12,7 +12,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 EXPERIMENT ?= experiments/quickstart.yaml
 BACKEND ?= local
 
-.PHONY: setup run test test-unit test-component proto proto-check bench bench-sim bench-load clean \
+.PHONY: setup run test test-unit test-component proto proto-check bench bench-sim bench-load bench-poldercast clean \
 	chart-schema chart-render chart-check image test-image \
 	cluster-build cluster-images cluster-up cluster-down test-cluster bench-cluster
 
@@ -107,13 +107,16 @@ test-cluster: setup $(HELM) cluster-up
 bench-cluster: setup
 	$(PY) bench/cluster.py
 
-bench: bench-sim bench-load
+bench: bench-sim bench-load bench-poldercast
 
 bench-sim: setup
 	$(PY) bench/run.py
 
 bench-load: setup
 	$(PY) bench/load.py
+
+bench-poldercast: setup
+	$(PY) bench/poldercast.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -51,6 +51,11 @@ class Protocol(ABC):
     @abstractmethod
     def publish(self, topic: Topic, payload: bytes, now: float) -> list[Action]: ...
 
+    def on_send_failed(self, dst: NodeId, msg: Message, now: float) -> list[Action]:
+        """The transport could not hand ``msg`` to ``dst`` (peer gone). Default: nothing; the
+        protocols detect failures by gossip alone unless they say otherwise."""
+        return []
+
     def subscribe(self, topic: Topic, now: float) -> list[Action]:
         self.me = Descriptor(self.me.node_id, self.me.addr, self.me.topics | {topic}, 0, self.me.priorities)
         return []

@@ -32,6 +32,9 @@ delivered as "stray" and not forwarded.
 Ring ids (choice, not in paper): the first 8 bytes of BLAKE2b(node id), so every node, backend
 and the analysis compute the same 64-bit id from a node id without carrying it.
 
+Ring failover (``ring_failover``, spec option, off by default): a failed event send to a ring
+neighbour drops it from every ring and sends the copy to the next neighbour on that side.
+
 Ring ages (choice, ``ring_ages``): RINGS picks its partner by age (LRU) among its ring
 neighbours. If the union of views (§4: youngest copy wins) also set the ring neighbours' ages,
 every CYCLON or VICINITY sighting would make a ring neighbour young again and the LRU choice
@@ -96,6 +99,10 @@ class PolderCastConfig:
     """A VICINITY or RINGS reply later than this is dropped (choice: cycle / 2)."""
     seen_capacity: int = 100_000
     """Event ids remembered for duplicate suppression, LRU (choice)."""
+    ring_failover: bool = False
+    """On a failed event send to the ring successor or predecessor, drop that neighbour and send
+    to the next one on that side (spec §2 parameter, not in paper; false = paper-faithful: no
+    failure detection on the data path)."""
     ring_ages: Literal["own", "union"] = "own"
     """Ages of RINGS neighbours (choice, not in paper): "own" = the RINGS layer's ages, while
     profiles are refreshed from younger copies in the other views; "union" = the spec's union
@@ -509,6 +516,22 @@ class PolderCast(Protocol):
         out = EventMsg(e.event_id, e.topic, e.payload, e.publisher, e.hops + 1)
         sends = [Send(n, self._addr(n), out) for n in targets]
         return sends + [Send(d.node_id, d.addr, out) for d in shortcuts]
+
+    def on_send_failed(self, dst: NodeId, msg: Message, now: float) -> list[Action]:
+        if not (self.config.ring_failover and self.active and isinstance(msg, EventMsg)):
+            return []
+        t = msg.topic
+        sides = [s for s in (self.succ.get(t), self.pred.get(t)) if s and s[0] == dst]
+        if not sides:
+            return []  # a shortcut, or a neighbour already replaced
+        gone = self.rings_nbr.pop(dst, None)
+        for topic in (gone.topics & self.me.topics if gone else ()):
+            for slots in (self.succ[topic], self.pred[topic]):
+                if dst in slots:
+                    slots.remove(dst)
+                    self._holes.add(topic)
+        nexts = dict.fromkeys(side[0] for side in sides if side)
+        return [Send(n, self._addr(n), msg) for n in nexts]
 
     def _addr(self, node: NodeId) -> str:
         d = self.rings_nbr.get(node) or self.vicinity.get(node) or self.cyclon.view.get(node)

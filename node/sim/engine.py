@@ -168,6 +168,8 @@ class Simulation:
     def _deliver(self, src: int, dst: int, msg, parent_span: str | None) -> None:
         if dst not in self.alive:
             self.stats[src]["lost_to_dead_peer"] += 1
+            if src in self.alive:  # the sender's transport sees the peer gone
+                self._execute(src, self.nodes[src].on_send_failed(dst, msg, self.now), parent_span)
             return
         core = self.nodes[dst]
         try:

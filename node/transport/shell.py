@@ -208,6 +208,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         except grpc.aio.AioRpcError as e:
             self.stats["send_failed"] += 1
             log.debug("node %d: send to %d failed: %s", self.node_id, a.dst, e.code())
+            self._execute(self.core.on_send_failed(a.dst, a.msg, self.now), span)
         except RemoteProtocolError as e:
             self._reject(a.dst, e)
 

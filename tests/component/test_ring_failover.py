@@ -1,0 +1,46 @@
+"""PolderCast's ring_failover over real gRPC: a Forward to a crashed ring successor fails, the
+peer counts it and sends the event to the next successor instead."""
+
+import asyncio
+
+import grpc
+
+from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc
+from node.core.cyclon import CyclonConfig
+from node.core.poldercast import PolderCastConfig
+from node.core.types import Descriptor
+from node.transport.shell import PeerShell
+
+NEVER_MS = 1e9  # no gossip tick during the test: the ring is set by hand
+
+
+async def _scenario(tmp_path):
+    cfg = PolderCastConfig(cyclon=CyclonConfig(cycle_ms=NEVER_MS), cycle_ms=NEVER_MS, ring_failover=True)
+    shells = [PeerShell(i, "poldercast", cfg, 1, "t", tmp_path) for i in range(3)]
+    ports = [await s.start() for s in shells]
+    try:
+        for port in ports:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
+                await control_pb2_grpc.ControlStub(ch).Join(control_pb2.JoinRequest(topics=["a"]), timeout=5)
+        core = shells[0].core
+        crashed, standby = (Descriptor(i, shells[i].addr, frozenset({"a"})) for i in (1, 2))
+        core.rings_nbr = {1: crashed, 2: standby}
+        core.succ["a"], core.pred["a"] = [1, 2], []
+        await shells[1].stop()
+
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{ports[0]}") as ch:
+            await control_pb2_grpc.ControlStub(ch).Publish(control_pb2.PublishRequest(topic="a", payload=b"p"), timeout=5)
+        for _ in range(100):
+            if shells[2].stats["events_received"]:
+                break
+            await asyncio.sleep(0.05)
+        assert shells[0].stats["send_failed"] == 1
+        assert shells[2].stats["events_received"] == 1
+        assert core.succ["a"] == [2] and 1 not in core.rings_nbr
+    finally:
+        for s in (shells[0], shells[2]):
+            await s.stop()
+
+
+def test_failed_forward_goes_to_the_next_ring_neighbour(tmp_path):
+    asyncio.run(_scenario(tmp_path))
