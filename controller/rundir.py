@@ -65,18 +65,30 @@ class RunDir:
         return json.loads((self.path / name).read_text())
 
 
-class Timeline:
-    """Append-only record of controller actions, one JSON line each, flushed at once."""
+class JsonLines:
+    """An append-only JSON-lines file, flushed after every write: a crash keeps what was written,
+    and long runs do not hold their rows in memory."""
 
-    def __init__(self, rd: RunDir) -> None:
-        self._f = open(rd.path / "timeline.jsonl", "a", encoding="utf-8")
+    def __init__(self, rd: RunDir, name: str) -> None:
+        self._f = open(rd.path / name, "a", encoding="utf-8")
 
-    def record(self, t_ns: int, kind: str, node: int | None = None, **extra) -> None:
-        self._f.write(json.dumps({"t_ns": t_ns, "kind": kind, "node": node, **extra}) + "\n")
+    def write(self, rows: Iterable[dict]) -> None:
+        self._f.write("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
         self._f.flush()
 
     def close(self) -> None:
         self._f.close()
+
+
+class Timeline(JsonLines):
+    """Append-only record of controller actions, one JSON line each, flushed at once."""
+
+    def __init__(self, rd: RunDir) -> None:
+        super().__init__(rd, "timeline.jsonl")
+
+    def record(self, t_ns: int, kind: str, node: int | None = None, **extra) -> None:
+        self._f.write(json.dumps({"t_ns": t_ns, "kind": kind, "node": node, **extra}) + "\n")
+        self._f.flush()
 
 
 def snapshot_rows(snap, t_ns: int) -> list[dict]:

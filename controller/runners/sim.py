@@ -22,7 +22,7 @@ from .. import plans
 from ..config import Experiment
 from ..network import link_model_for_sim
 from ..progress import phase
-from ..rundir import RunDir, Timeline, run_meta, snapshot_rows
+from ..rundir import JsonLines, RunDir, Timeline, run_meta, snapshot_rows
 from .base import Runner
 
 SPAN_SCHEMA = pa.schema([
@@ -52,7 +52,7 @@ class SimRunner(Runner):
         timeline = Timeline(rd)
         alive: set[int] = set()
         started: set[int] = set()
-        snapshots: list[dict] = []
+        snapshots = JsonLines(rd, "snapshots.jsonl")
 
         def descriptor(j: int) -> Descriptor:
             return Descriptor(j, sim_addr(j), subs[j])
@@ -115,7 +115,7 @@ class SimRunner(Runner):
                     # RINGS/VICINITY exchange removed for a moment is not counted as missing: the
                     # end-of-cycle view the paper's simulator measures.
                     sim.run_frozen(lambda: None)
-                    snapshots.extend(row for i in sorted(alive) for row in snapshot_rows(sim.nodes[i].snapshot(), ns(sim.now)))
+                    snapshots.write(row for i in sorted(alive) for row in snapshot_rows(sim.nodes[i].snapshot(), ns(sim.now)))
 
                 for k in range(1, int(plan.end_s / every) + 1):
                     sim.call_at(k * every, snapshot)
@@ -130,8 +130,8 @@ class SimRunner(Runner):
             writer.close()
             timeline.close()
         end_ns = ns(sim.now)
-        snapshots += [row for i in sorted(alive) for row in snapshot_rows(sim.nodes[i].snapshot(), end_ns)]
-        rd.write_jsonl("snapshots.jsonl", snapshots)
+        snapshots.write(row for i in sorted(alive) for row in snapshot_rows(sim.nodes[i].snapshot(), end_ns))
+        snapshots.close()
         rd.write_jsonl("stats.jsonl", ({"node": i, "counters": dict(c)} for i, c in sim.stats.items()))
         rd.write_json("run.json", run_meta(
             exp, rd, started_ns=0, measure_start_ns=ns(exp.phases.warmup_s), ended_ns=end_ns,
