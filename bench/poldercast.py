@@ -10,15 +10,12 @@ the nodes with thousands of topics grow as the rings fill).
 from __future__ import annotations
 
 import json
-import os
-import platform
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import RESULTS, ROOT, timed  # noqa: E402
+from run import RESULTS, ROOT, header, timed  # noqa: E402
 
 EXPERIMENT = ROOT / "experiments" / "poldercast-e1-convergence.yaml"
 SLICE_ROUNDS = 3
@@ -48,10 +45,7 @@ def main() -> None:
             runs[name] = e1(nodes, rounds, out)
             print(f"E1 {name}: {runs[name]['wall_s']} s, {runs[name]['peak_rss_mib']} MiB", flush=True)
     record = {
-        "benchmark": "poldercast-e1",
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
-        "experiment": "experiments/poldercast-e1-convergence.yaml --set nodes.count=N --set publications.rounds=R",
+        **header("poldercast-e1", "experiments/poldercast-e1-convergence.yaml --set nodes.count=N --set publications.rounds=R"),
         "runs": runs,
         "ratio_10k_to_1k_slice": {
             "wall": round(runs["10000-slice"]["wall_s"] / runs["1000-slice"]["wall_s"], 2),

@@ -33,6 +33,16 @@ def timed(cmd: list[str]) -> dict:
     return {"wall_s": round(wall, 2), "peak_rss_mib": round(usage.ru_maxrss / 1024, 1), "stdout": out.decode()}
 
 
+def header(benchmark: str, experiment: str) -> dict:
+    """What every results file starts with: what ran, when, on what."""
+    return {
+        "benchmark": benchmark,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "experiment": experiment,
+    }
+
+
 def sim_run(nodes: int, out: Path, extra: list[str]) -> dict:
     cmd = [sys.executable, "-m", "controller.cli", "run", str(EXPERIMENT), "--backend", "sim", "--out", str(out),
            "--set", f"nodes.count={nodes}", "--no-analyze", *extra]
@@ -59,10 +69,7 @@ def main() -> None:
         summary_10k = json.loads((Path(results[10000]["run_dir"]) / "summary.json").read_text())
         print(f"analysis of the 10K run: {analysis['wall_s']} s", flush=True)
     record = {
-        "benchmark": "sim-scale",
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
-        "experiment": "experiments/quickstart.yaml --backend sim --set nodes.count=N",
+        **header("sim-scale", "experiments/quickstart.yaml --backend sim --set nodes.count=N"),
         "sim": {str(n): {k: v for k, v in r.items() if k != "run_dir"} for n, r in results.items()},
         "ratio_10k_to_1k": {
             "wall": round(results[10000]["wall_s"] / results[1000]["wall_s"], 2),
