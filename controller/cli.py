@@ -168,9 +168,8 @@ def cmd_peer(args) -> int:
     import os
     import tempfile
 
-    from .hosting import peer_config
-
     from . import plans
+    from .hosting import peer_config
 
     exp = load_experiment(args.file)
     layout = _layout(args, exp, plans.render(exp))

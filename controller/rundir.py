@@ -87,8 +87,7 @@ class Timeline(JsonLines):
         super().__init__(rd, "timeline.jsonl")
 
     def record(self, t_ns: int, kind: str, node: int | None = None, **extra) -> None:
-        self._f.write(json.dumps({"t_ns": t_ns, "kind": kind, "node": node, **extra}) + "\n")
-        self._f.flush()
+        self.write([{"t_ns": t_ns, "kind": kind, "node": node, **extra}])
 
 
 def snapshot_rows(snap, t_ns: int) -> list[dict]:

@@ -217,29 +217,8 @@ class PolderCast(Protocol):
     # --- views --------------------------------------------------------------------------------
 
     def _union(self) -> list[Descriptor]:
-        """CYCLON ∪ VICINITY ∪ RINGS, one entry per id (the youngest, the earlier view's on a
-        tie), in the order of ``_youngest``; spelled out because the RINGS view can be large."""
-        cyc, vic, ring = self.cyclon.view, self.vicinity, self.rings_nbr
-        out = []
-        for x, d in cyc.items():
-            for other in (vic.get(x), ring.get(x)):
-                if other is not None and other.age < d.age:
-                    d = other
-            out.append(d)
-        for x, d in vic.items():
-            if x not in cyc:
-                r = ring.get(x)
-                out.append(r if r is not None and r.age < d.age else d)
-        out += [d for x, d in ring.items() if x not in cyc and x not in vic]
-        return out
-
-    def _youngest_copy(self, x: NodeId) -> Descriptor | None:
-        best = None
-        for view in (self.cyclon.view, self.vicinity, self.rings_nbr):
-            d = view.get(x)
-            if d is not None and (best is None or d.age < best.age):
-                best = d
-        return best
+        """CYCLON ∪ VICINITY ∪ RINGS, one entry per id (the youngest)."""
+        return list(self._youngest(self.cyclon.view, self.vicinity, self.rings_nbr).values())
 
     @staticmethod
     def _youngest(*views: dict[NodeId, Descriptor]) -> dict[NodeId, Descriptor]:
@@ -297,18 +276,11 @@ class PolderCast(Protocol):
 
     def _vicinity_merge(self, received: list[Descriptor]) -> None:
         """VICINITY becomes the best of all views and ``received`` (youngest copy of each)."""
-        younger: dict[NodeId, Descriptor] = {}
-        for d in received:
-            x = d.node_id
-            if x == self.node_id:
-                continue
-            cur = younger.get(x) or self._youngest_copy(x)
-            if cur is None or d.age < cur.age:
-                younger[x] = d
-        pool = self._union()
-        if younger:
-            pool = [younger.pop(d.node_id) if d.node_id in younger else d for d in pool] + list(younger.values())
-        best = self._rank(self.me, pool, self.config.vicinity_view)
+        pool: dict[NodeId, Descriptor] = {}
+        for d in [*self._union(), *received]:
+            if d.node_id != self.node_id and (d.node_id not in pool or d.age < pool[d.node_id].age):
+                pool[d.node_id] = d
+        best = self._rank(self.me, pool.values(), self.config.vicinity_view)
         self.vicinity = {d.node_id: d for d in best}
 
     # --- RINGS (§5.3) -------------------------------------------------------------------------
@@ -319,12 +291,7 @@ class PolderCast(Protocol):
         self._recompute_rings()
         if self.rings_nbr:
             oldest = max(d.age for d in self.rings_nbr.values())
-            q = self.rings_nbr.pop(self.rng.choice([n for n, d in self.rings_nbr.items() if d.age == oldest]))
-            for t in q.topics & self.me.topics:  # q's slots are all in topics of its profile
-                for slots in (self.succ[t], self.pred[t]):
-                    if q.node_id in slots:
-                        slots.remove(q.node_id)
-                        self._holes.add(t)
+            q = self._drop_ring_neighbour(self.rng.choice([n for n, d in self.rings_nbr.items() if d.age == oldest]))
         else:
             sharing = [d for d in (self.vicinity or self.cyclon.view).values() if d.topics & self.me.topics]
             if not sharing:
@@ -414,6 +381,17 @@ class PolderCast(Protocol):
             self.rings_nbr = {n: nbr[n] if n in nbr else newcomers[n]
                               for slots in (*self.succ.values(), *self.pred.values()) for n in slots}
         self._refresh_priorities(holes | changed)
+
+    def _drop_ring_neighbour(self, node: NodeId) -> Descriptor:
+        """Remove ``node`` from RINGS and from every ring slot; its rings get refilled at the next
+        update. Returns its descriptor."""
+        gone = self.rings_nbr.pop(node)
+        for t in gone.topics & self.me.topics:  # its slots are all in topics of its profile
+            for slots in (self.succ[t], self.pred[t]):
+                if node in slots:
+                    slots.remove(node)
+                    self._holes.add(t)
+        return gone
 
     def _place(self, slots: list[NodeId], x: NodeId, distance: int, sign: int) -> bool:
         """Put x into a nearest-first side of a ring if it is nearer than the farthest; True if
@@ -524,12 +502,7 @@ class PolderCast(Protocol):
         sides = [s for s in (self.succ.get(t), self.pred.get(t)) if s and s[0] == dst]
         if not sides:
             return []  # a shortcut, or a neighbour already replaced
-        gone = self.rings_nbr.pop(dst, None)
-        for topic in (gone.topics & self.me.topics if gone else ()):
-            for slots in (self.succ[topic], self.pred[topic]):
-                if dst in slots:
-                    slots.remove(dst)
-                    self._holes.add(topic)
+        self._drop_ring_neighbour(dst)
         nexts = dict.fromkeys(side[0] for side in sides if side)
         return [Send(n, self._addr(n), msg) for n in nexts]
 
