@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
 
 import networkx as nx
 import numpy as np
+
+
+def snapshots_by_time(path: Path) -> Iterator[list[dict]]:
+    """The rows of ``snapshots.jsonl`` one snapshot (one ``t_ns``) at a time, as written (in time
+    order), so a 10,000-node run's gigabytes of snapshots are never in memory at once."""
+    if not path.exists():
+        return
+    with path.open() as f:
+        rows = (json.loads(line) for line in f if line.strip())
+        for _, group in itertools.groupby(rows, key=lambda r: r["t_ns"]):
+            yield list(group)
 
 
 def degrees(snapshot_rows: list[dict]) -> dict:

@@ -68,21 +68,21 @@ def run(run_dir: str | Path, spark: SparkSession | None = None) -> dict:
     dels.write.mode("overwrite").parquet(str(rd / "metrics" / "deliveries.parquet"))
     events.write.mode("overwrite").parquet(str(rd / "metrics" / "events.parquet"))
 
-    snapshots = _read_jsonl(rd / "snapshots.jsonl")
-    last = max((r["t_ns"] for r in snapshots), default=None)
-    final = [r for r in snapshots if r["t_ns"] == last]
-    stats = _read_jsonl(rd / "stats.jsonl")
     subscriptions = {r["node"]: r["topics"] for r in _read_jsonl(rd / "subscriptions.jsonl")}
+    convergence, final = [], []
+    for snapshot in overlay.snapshots_by_time(rd / "snapshots.jsonl"):
+        convergence += overlay.ring_convergence(snapshot, subscriptions, meta["started_ns"], meta["cycle_s"])
+        final = snapshot
+    stats = _read_jsonl(rd / "stats.jsonl")
     summary = summarize(meta, spans, dels, events, final, stats, subscriptions)
     if (rd / "fidelity.json").exists():
         summary["fidelity"] = json.loads((rd / "fidelity.json").read_text())
     summary["churn"] = churn_counts(_read_jsonl(rd / "timeline.jsonl"))
-    convergence = overlay.ring_convergence(snapshots, subscriptions, meta["started_ns"], meta["cycle_s"])
     if convergence:
         summary["protocol_metrics"]["ring_convergence"] = convergence
         summary["protocol_metrics"]["rings_complete_pct"] = 100 - convergence[-1]["incomplete_rings_pct"]
         summary["protocol_metrics"]["missing_links_pct"] = convergence[-1]["missing_links_pct"]
-        summary["protocol_metrics"]["rings_degree_by_subscriptions"] = overlay.rings_degree_by_subscriptions(snapshots)
+        summary["protocol_metrics"]["rings_degree_by_subscriptions"] = overlay.rings_degree_by_subscriptions(final)
     summary["skipped_publications"] = meta.get("skipped_publications", 0)
     series = m.timeseries(dels, pubs, meta["measure_start_ns"]).cache()
     series.write.mode("overwrite").parquet(str(rd / "metrics" / "timeseries.parquet"))

@@ -68,6 +68,10 @@ VICINITY, RINGS = "vicinity", "rings"
 SPACE = 1 << 64
 
 
+def _same(a: object, b: object) -> bool:
+    return a is b or a == b
+
+
 @functools.lru_cache(maxsize=None)
 def ring_id(node_id: int) -> int:
     return int.from_bytes(hashlib.blake2b(node_id.to_bytes(8, "big"), digest_size=8).digest(), "big")
@@ -138,6 +142,8 @@ class PolderCast(Protocol):
         self._holes: set[Topic] = set(me.topics)  # topics whose slots need a full recompute
         self._prio: dict[Topic, int] = {}  # the non-zero topic priorities
         self._considered: dict[NodeId, frozenset[Topic]] = {}  # newcomers of the last ring update
+        self._shared_of: frozenset[Topic] | None = None  # the topics _shared_n counts against
+        self._shared_n: dict[frozenset[Topic], int] = {}  # |own topics ∩ T| per profile topics T
         self._refresh_priorities()
 
     # --- lifecycle and timers -----------------------------------------------------------------
@@ -205,8 +211,9 @@ class PolderCast(Protocol):
                 return []
         fresh = msg.sender.aged(0)
         if msg.layer == VICINITY:
-            reply = None if msg.reply else self._vicinity_select(fresh, exclude={e.node_id for e in msg.entries})
-            self._vicinity_merge([*msg.entries, fresh])
+            union = self._youngest(self.cyclon.view, self.vicinity, self.rings_nbr)
+            reply = None if msg.reply else self._vicinity_select(fresh, union, exclude={e.node_id for e in msg.entries})
+            self._vicinity_merge(union, [*msg.entries, fresh])
         else:
             reply = None if msg.reply else self._rings_select(fresh)
             self._recompute_rings([*msg.entries, fresh])
@@ -222,36 +229,69 @@ class PolderCast(Protocol):
 
     @staticmethod
     def _youngest(*views: dict[NodeId, Descriptor]) -> dict[NodeId, Descriptor]:
-        """The views merged, one entry per id: the youngest copy, the earlier view's on a tie."""
-        best: dict[NodeId, Descriptor] = {}
-        for view in views:
+        """The views merged, one entry per id: the youngest copy, the earlier view's on a tie.
+        The last view (the largest: RINGS) is copied whole; the others are merged into it."""
+        best = dict(views[-1])
+        for view in reversed(views[:-1]):
             for nid, d in view.items():
                 old = best.get(nid)
-                if old is None or d.age < old.age:
+                if old is None or d.age <= old.age:
                     best[nid] = d
         return best
 
-    def _priority_of(self, profile: Descriptor) -> dict[Topic, int]:
-        return dict(profile.priorities)
-
     def _rank(self, target: Descriptor, candidates: Iterable[Descriptor], k: int) -> list[Descriptor]:
         """The k candidates best for ``target``: highest priority of a shared topic (max or sum,
-        ``priority_mode``), then most shared topics, then a random tie-break."""
-        prio = self._priority_of(target)
-        wanted, by_max, rnd = target.topics, self.config.priority_mode == "max", self.rng.random
-        scored = []
+        ``priority_mode``), then most shared topics, then a random tie-break.
+
+        The tie-break is drawn only where it decides: candidates are grouped by their first two
+        keys, whole groups are taken best first, and the group that does not fit is sampled
+        uniformly (the same distribution as a fresh random key per candidate)."""
+        prio = dict(target.priorities)
+        wanted, tid, by_max = target.topics, target.node_id, self.config.priority_mode == "max"
+        # max mode: the target's topics by priority, highest first; a candidate's first key is
+        # the first level it shares a topic with (a few C-level isdisjoint calls, not a loop)
+        levels: dict[int, set[Topic]] = {}
+        for t, p in prio.items():
+            levels.setdefault(p, set()).add(t)
+        ladder = sorted(levels.items(), reverse=True)
+        if tid == self.node_id:  # ranking for itself (a merge): shared-topic counts are cached
+            if self._shared_of is not wanted:
+                self._shared_of, self._shared_n = wanted, {}
+            counts = self._shared_n
+        else:
+            counts = {}
+        groups: dict[tuple[int, int], list[Descriptor]] = {}
         for c in candidates:  # the hottest loop of the simulator: kept flat
-            if c.topics.isdisjoint(wanted) or c.node_id == target.node_id:
+            ct = c.topics
+            n = counts.get(ct)
+            if n is None:
+                n = counts[ct] = len(wanted & ct)
+            if not n or c.node_id == tid:
                 continue
-            shared = wanted & c.topics
-            if prio:  # topics without a priority count 0: look up only those that have one
-                values = [p for t, p in prio.items() if t in shared] if len(prio) < len(shared) \
-                    else [prio[t] for t in shared if t in prio]
-                first = max(values, default=0) if by_max else sum(values)
+            first = 0  # priority keys are target topics, so a topic of ct in prio is shared
+            if by_max:
+                for p, level in ladder:
+                    if not level.isdisjoint(ct):
+                        first = p
+                        break
+            elif prio:
+                first = sum(p for t, p in prio.items() if t in ct) if len(prio) < len(ct) \
+                    else sum(prio[t] for t in ct if t in prio)
+            key = (first, n)
+            group = groups.get(key)
+            if group is None:
+                groups[key] = [c]
             else:
-                first = 0  # no topic needs neighbours: every candidate ties on priority
-            scored.append(((first, len(shared), rnd()), c))
-        return [c for _, c in heapq.nlargest(k, scored, key=lambda sc: sc[0])]
+                group.append(c)
+        best: list[Descriptor] = []
+        for key in sorted(groups, reverse=True):
+            group, room = groups[key], k - len(best)
+            if len(group) > room:
+                best += self.rng.sample(group, room)
+                break
+            self.rng.shuffle(group)
+            best += group
+        return best
 
     # --- VICINITY (§5.2) ----------------------------------------------------------------------
 
@@ -270,16 +310,19 @@ class PolderCast(Protocol):
         self.pending[(VICINITY, q.node_id)] = now + self.config.timeout_ms / 1000.0
         return [Send(q.node_id, q.addr, Gossip(VICINITY, self.me.aged(0), tuple(entries)))]
 
-    def _vicinity_select(self, requester: Descriptor, exclude: set[NodeId]) -> list[Descriptor]:
-        candidates = [d for d in self._union() if d.node_id not in exclude] + [self.me.aged(0)]
+    def _vicinity_select(self, requester: Descriptor, union: dict[NodeId, Descriptor],
+                         exclude: set[NodeId]) -> list[Descriptor]:
+        candidates = [d for d in union.values() if d.node_id not in exclude] + [self.me.aged(0)]
         return self._rank(requester, candidates, self.config.vicinity_gossip)
 
-    def _vicinity_merge(self, received: list[Descriptor]) -> None:
+    def _vicinity_merge(self, union: dict[NodeId, Descriptor], received: list[Descriptor]) -> None:
         """VICINITY becomes the best of all views and ``received`` (youngest copy of each)."""
-        pool: dict[NodeId, Descriptor] = {}
-        for d in [*self._union(), *received]:
-            if d.node_id != self.node_id and (d.node_id not in pool or d.age < pool[d.node_id].age):
+        pool = dict(union)
+        for d in received:
+            old = pool.get(d.node_id)
+            if old is None or d.age < old.age:
                 pool[d.node_id] = d
+        pool.pop(self.node_id, None)
         best = self._rank(self.me, pool.values(), self.config.vicinity_view)
         self.vicinity = {d.node_id: d for d in best}
 
@@ -354,14 +397,15 @@ class PolderCast(Protocol):
                 # keeps the age RINGS gave it, so LRU partner choice still cycles through the
                 # ring instead of being reset by CYCLON/VICINITY copies.
                 cur = refreshed.get(x, nbr[x])
-                if d.age < cur.age and (not own or d.priorities != cur.priorities or d.topics != cur.topics):
+                # (identity first: comparing equal profiles of heavy subscribers is O(topics))
+                if d.age < cur.age and (not own or not _same(d.priorities, cur.priorities) or not _same(d.topics, cur.topics)):
                     refreshed[x] = d.aged(cur.age) if own else d
             elif x not in newcomers or d.age < newcomers[x].age:
                 newcomers[x] = d
         holes, self._holes = self._holes & mine, set()
         seen, self._considered = self._considered, {x: d.topics for x, d in newcomers.items()}
         for x, d in refreshed.items():
-            if d.topics != nbr[x].topics:
+            if not _same(d.topics, nbr[x].topics):
                 holes |= (d.topics ^ nbr[x].topics) & mine
             nbr[x] = d
         for t in sorted(holes):
@@ -371,7 +415,7 @@ class PolderCast(Protocol):
             self._fill_holes(holes, newcomers)
         changed = set(holes)
         for x, d in newcomers.items():
-            if seen.get(x) == d.topics:
+            if _same(seen.get(x), d.topics):
                 continue  # considered at the last recompute: slots only got nearer since
             for t in d.topics & mine:
                 if t not in holes and (self._place(self.succ[t], x, (ring_id(x) - self.rid) % SPACE, 1)

@@ -7,7 +7,6 @@ shell, the simulator and the tests agree on them.
 
 from __future__ import annotations
 
-import functools
 
 from google.protobuf.message import DecodeError
 
@@ -98,13 +97,27 @@ def wire_size(m: Message, sender: int) -> int:
 
 def _descriptor_size(d: Descriptor) -> int:
     """The profile's size (cached: profiles repeat, ages vary) plus the age field's."""
-    size = _profile_size(d.node_id, d.addr, d.topics, d.priorities)
+    size = _profile_size(d)
     return size + 1 + _varint_len(d.age) if d.age else size
 
 
-@functools.lru_cache(maxsize=200_000)
-def _profile_size(node_id: int, addr: str, topics: frozenset[str], priorities: tuple) -> int:
-    return descriptor_to_pb(Descriptor(node_id, addr, topics, 0, priorities)).ByteSize()
+_PROFILE_SIZES: dict[tuple[int, int, int], tuple[Descriptor, int]] = {}
+_PROFILE_SIZES_MAX = 200_000
+
+
+def _profile_size(d: Descriptor) -> int:
+    """Keyed by the identity of the profile's parts: copies of a descriptor share them, and
+    hashing the priorities of a subscriber to thousands of topics would cost as much as encoding.
+    The entry keeps the descriptor alive, so its ids are not reused while cached."""
+    key = (d.node_id, id(d.topics), id(d.priorities))
+    hit = _PROFILE_SIZES.get(key)
+    if hit is not None and hit[0].topics is d.topics and hit[0].priorities is d.priorities and hit[0].addr == d.addr:
+        return hit[1]
+    if len(_PROFILE_SIZES) >= _PROFILE_SIZES_MAX:
+        _PROFILE_SIZES.clear()
+    size = descriptor_to_pb(Descriptor(d.node_id, d.addr, d.topics, 0, d.priorities)).ByteSize()
+    _PROFILE_SIZES[key] = (d, size)
+    return size
 
 
 def _field(n: int) -> int:

@@ -128,8 +128,8 @@ def test_incremental_ring_update_equals_recomputing_every_ring(monkeypatch, para
 def test_ring_failover_routes_around_crashed_ring_neighbours():
     """With ring_failover a failed event send to a ring neighbour goes to the next one on that
     side, so an event crosses a crashed node; off (the paper's rule), the ring breaks there."""
-    def delivered(**params):
-        sim, subs = network(n=80, topics=4, k=1, seed=3, **params)
+    def delivered(seed, **params):
+        sim, subs = network(n=80, topics=4, k=1, seed=seed, **params)
         sim.run_until(20.0)
         crashed = set(range(0, 80, 5))
         for i in crashed:
@@ -141,8 +141,14 @@ def test_ring_failover_routes_around_crashed_ring_neighbours():
         got = {(r["topic"], r["node"]) for r in recs if r["name"] == "receive" and r["first_copy"]}
         wanted = {(t, n) for t, m in members.items() for n in m[1:]}
         return len(got & wanted) / len(wanted), sim
-    without, _ = delivered(fanout=2)
-    with_failover, sim = delivered(fanout=2, ring_failover=True)
-    assert without < 0.95 and with_failover == 1.0  # 0.933 and 1.0 with this seed
-    for node in sim.nodes.values():
-        node.validate()
+    seeds = range(1, 5)
+    without = [delivered(seed, fanout=2)[0] for seed in seeds]
+    runs = [delivered(seed, fanout=2, ring_failover=True) for seed in seeds]
+    with_failover = [d for d, _ in runs]
+    # Measured: 0.82/0.95/0.98/0.85 without, 0.92/1.0/1.0/1.0 with (a crashed pair of ring
+    # neighbours still breaks a ring: failover only reaches the next one on each side).
+    assert all(w >= wo for w, wo in zip(with_failover, without))
+    assert sum(with_failover) / 4 > 0.95 and sum(with_failover) - sum(without) > 0.2
+    for _, sim in runs:
+        for node in sim.nodes.values():
+            node.validate()
