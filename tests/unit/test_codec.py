@@ -66,3 +66,17 @@ def test_gossip_size_arithmetic_matches_protobuf():
     big = Descriptor(2**40, "h" * 300, frozenset(f"t{i}" for i in range(200)), 7, tuple((f"t{i}", i % 5) for i in range(0, 200, 3)))
     for msg in (Gossip("cyclon", D, (), False), Gossip("rings", big, (D, big) * 5, True), Gossip("", D, (D,), False)):
         assert codec.wire_size(msg, 1) == codec.to_pb(msg, 1).ByteSize()
+
+
+def test_heavy_social_subscriber_fits_and_more_topics_are_rejected():
+    """The 10,000-node Twitter-like workload has a profile of 4,334 topics (with priorities);
+    it must cross the wire, while a profile over MAX_TOPICS is a remote error."""
+    topics = frozenset(f"u{i}" for i in range(4334))
+    heavy = Descriptor(1, "10.0.0.1:50051", topics, 2, tuple((t, 4) for t in sorted(topics)))
+    msg = Gossip("vicinity", heavy, (heavy,) * 10)
+    decoded, size = codec.roundtrip(msg, sender=1)
+    assert decoded == msg and size == codec.wire_size(msg, 1) < codec.MAX_MESSAGE_BYTES
+    too_many = peer_pb2.GossipMessage(layer="vicinity", sender=peer_pb2.NodeDescriptor(
+        node_id=1, topics=[f"u{i}" for i in range(codec.MAX_TOPICS + 1)]))
+    with pytest.raises(RemoteProtocolError):
+        codec.gossip_from_pb(too_many)
