@@ -68,6 +68,32 @@ VICINITY, RINGS = "vicinity", "rings"
 SPACE = 1 << 64
 
 
+_TOPIC_BIT: dict[Topic, int] = {}
+_MASKS: dict[frozenset[Topic], int] = {}
+
+
+def topic_mask(topics: frozenset[Topic]) -> int:
+    """A profile's topic set as an int bitset, memoized per set (profiles repeat): intersecting
+    two subscribers of thousands of topics is then one C-level AND and a popcount instead of
+    thousands of hash lookups. Bits are handed out per process on first sight."""
+    mask = _MASKS.get(topics)
+    if mask is None:
+        if len(_MASKS) >= 1_000_000:
+            _MASKS.clear()
+        mask = _MASKS[topics] = _bits(topics)
+    return mask
+
+
+def _bits(topics: Iterable[Topic]) -> int:
+    mask = 0
+    for t in topics:
+        bit = _TOPIC_BIT.get(t)
+        if bit is None:
+            bit = _TOPIC_BIT[t] = len(_TOPIC_BIT)
+        mask |= 1 << bit
+    return mask
+
+
 def _same(a: object, b: object) -> bool:
     return a is b or a == b
 
@@ -142,8 +168,6 @@ class PolderCast(Protocol):
         self._holes: set[Topic] = set(me.topics)  # topics whose slots need a full recompute
         self._prio: dict[Topic, int] = {}  # the non-zero topic priorities
         self._considered: dict[NodeId, frozenset[Topic]] = {}  # newcomers of the last ring update
-        self._shared_of: frozenset[Topic] | None = None  # the topics _shared_n counts against
-        self._shared_n: dict[frozenset[Topic], int] = {}  # |own topics ∩ T| per profile topics T
         self._refresh_priorities()
 
     # --- lifecycle and timers -----------------------------------------------------------------
@@ -243,35 +267,32 @@ class PolderCast(Protocol):
         """The k candidates best for ``target``: highest priority of a shared topic (max or sum,
         ``priority_mode``), then most shared topics, then a random tie-break.
 
-        The tie-break is drawn only where it decides: candidates are grouped by their first two
-        keys, whole groups are taken best first, and the group that does not fit is sampled
-        uniformly (the same distribution as a fresh random key per candidate)."""
+        Topic sets are compared as bitsets (``topic_mask``). The tie-break is drawn only where it
+        decides: candidates are grouped by their first two keys, whole groups are taken best
+        first, and the group that does not fit is sampled uniformly (the same distribution as a
+        fresh random key per candidate)."""
+        tid, by_max = target.node_id, self.config.priority_mode == "max"
+        wanted = topic_mask(target.topics)
         prio = dict(target.priorities)
-        wanted, tid, by_max = target.topics, target.node_id, self.config.priority_mode == "max"
-        # max mode: the target's topics by priority, highest first; a candidate's first key is
-        # the first level it shares a topic with (a few C-level isdisjoint calls, not a loop)
+        # max mode: the target's topics by priority as bitsets, highest first; a candidate's first
+        # key is the first level it shares a topic with
         levels: dict[int, set[Topic]] = {}
         for t, p in prio.items():
             levels.setdefault(p, set()).add(t)
-        ladder = sorted(levels.items(), reverse=True)
-        if tid == self.node_id:  # ranking for itself (a merge): shared-topic counts are cached
-            if self._shared_of is not wanted:
-                self._shared_of, self._shared_n = wanted, {}
-            counts = self._shared_n
-        else:
-            counts = {}
+        ladder = [(p, _bits(ts)) for p, ts in sorted(levels.items(), reverse=True)]
         groups: dict[tuple[int, int], list[Descriptor]] = {}
         for c in candidates:  # the hottest loop of the simulator: kept flat
             ct = c.topics
-            n = counts.get(ct)
-            if n is None:
-                n = counts[ct] = len(wanted & ct)
+            cm = _MASKS.get(ct)
+            if cm is None:
+                cm = topic_mask(ct)
+            n = (wanted & cm).bit_count()
             if not n or c.node_id == tid:
                 continue
             first = 0  # priority keys are target topics, so a topic of ct in prio is shared
             if by_max:
                 for p, level in ladder:
-                    if not level.isdisjoint(ct):
+                    if level & cm:
                         first = p
                         break
             elif prio:
