@@ -280,6 +280,7 @@ class PolderCast(Protocol):
         for t, p in prio.items():
             levels.setdefault(p, set()).add(t)
         ladder = [(p, _bits(ts)) for p, ts in sorted(levels.items(), reverse=True)]
+        prioritized = _bits(prio)  # most candidates share none of these: skip the ladder
         groups: dict[tuple[int, int], list[Descriptor]] = {}
         for c in candidates:  # the hottest loop of the simulator: kept flat
             ct = c.topics
@@ -290,14 +291,15 @@ class PolderCast(Protocol):
             if not n or c.node_id == tid:
                 continue
             first = 0  # priority keys are target topics, so a topic of ct in prio is shared
-            if by_max:
-                for p, level in ladder:
-                    if level & cm:
-                        first = p
-                        break
-            elif prio:
-                first = sum(p for t, p in prio.items() if t in ct) if len(prio) < len(ct) \
-                    else sum(prio[t] for t in ct if t in prio)
+            if prioritized & cm:
+                if by_max:
+                    for p, level in ladder:
+                        if level & cm:
+                            first = p
+                            break
+                else:
+                    first = sum(p for t, p in prio.items() if t in ct) if len(prio) < len(ct) \
+                        else sum(prio[t] for t in ct if t in prio)
             key = (first, n)
             group = groups.get(key)
             if group is None:
@@ -368,7 +370,8 @@ class PolderCast(Protocol):
     def _rings_select(self, q: Descriptor) -> list[Descriptor]:
         """Per common topic, the known subscribers just below and just above q's ring id."""
         common = self.me.topics & q.topics
-        known = [d for d in self._union() if d.node_id != q.node_id and not d.topics.isdisjoint(common)]
+        shared = _bits(common)
+        known = [d for d in self._union() if d.node_id != q.node_id and topic_mask(d.topics) & shared]
         known.append(self.me.aged(0))
         chosen: dict[NodeId, Descriptor] = {}
         for d in self._nearest(known, ring_id(q.node_id), common):
@@ -386,14 +389,18 @@ class PolderCast(Protocol):
         for distance in (lambda d: (ring_id(d.node_id) - center) % SPACE,
                          lambda d: (center - ring_id(d.node_id)) % SPACE):
             room = dict.fromkeys(topics, half)
+            unfilled = len(room)
             for d in sorted(members, key=distance):
                 hit = False
                 for t in d.topics & topics:
                     if room[t]:
                         room[t] -= 1
+                        unfilled -= not room[t]
                         hit = True
                 if hit:
                     picked.append(d)
+                    if not unfilled:
+                        break
         return picked
 
     def _recompute_rings(self, received: Sequence[Descriptor] = ()) -> None:
