@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import heapq
 import random
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence

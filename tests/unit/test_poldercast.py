@@ -152,3 +152,22 @@ def test_ring_failover_routes_around_crashed_ring_neighbours():
     for _, sim in runs:
         for node in sim.nodes.values():
             node.validate()
+
+
+def test_vicinity_ranking_orders_by_priority_then_shared_topics_and_breaks_ties_uniformly():
+    from node.core.poldercast import PolderCast
+
+    me = Descriptor(0, "n0", frozenset({"a", "b", "c"}), 0, (("c", 4),))
+    core = PolderCast(me, PolderCastConfig(), random.Random(5))
+    hot = Descriptor(1, "n1", frozenset({"c"}))                  # shares the prioritized topic
+    two = Descriptor(2, "n2", frozenset({"a", "b"}))             # shares two topics
+    ties = [Descriptor(i, f"n{i}", frozenset({"a"})) for i in range(3, 7)]
+    stranger = Descriptor(7, "n7", frozenset({"z"}))             # shares nothing: never eligible
+    picks = Counter()
+    for _ in range(4000):
+        best = core._rank(me, [stranger, *ties, two, hot, me], 3)
+        assert best[:2] == [hot, two] and best[2] in ties
+        picks[best[2].node_id] += 1
+    assert core._rank(me, [stranger, *ties, two, hot], 10)[:2] == [hot, two]
+    assert len(core._rank(me, [stranger, *ties, two, hot], 10)) == 6
+    assert all(abs(picks[t.node_id] / 4000 - 0.25) < 0.03 for t in ties), picks  # uniform tie-break
