@@ -97,14 +97,17 @@ def ring_convergence(snapshot_rows: list[dict], subscriptions: dict[int, list[st
     """PolderCast ring convergence per snapshot (METRICS.md, poldercast.md §7.3): the share of
     ideal ring links missing (every alive subscriber's true successor and predecessor by ring id
     among the topic's alive subscribers, against its succ[0]/pred[0]) and the share of rings
-    (topics with >= 2 alive subscribers) with any link missing. Empty for protocols without
-    rings."""
+    (topics with >= 2 alive subscribers) with any link missing. ``cycle`` counts gossip cycles:
+    the simulator's frozen dissemination rounds are left out (rows' ``gossip_ns``), ``t_s`` keeps
+    them. Empty for protocols without rings."""
     from node.core.poldercast import ring_id
 
     by_time: dict[int, dict[str, dict[int, dict]]] = defaultdict(lambda: {"rings.succ": {}, "rings.pred": {}})
     alive_at: dict[int, set[int]] = defaultdict(set)
+    gossip_at: dict[int, int] = {}
     for r in snapshot_rows:
         alive_at[r["t_ns"]].add(r["node"])
+        gossip_at[r["t_ns"]] = r.get("gossip_ns", r["t_ns"])
         if r["layer"] in ("rings.succ", "rings.pred"):
             by_time[r["t_ns"]][r["layer"]][r["node"]] = r["per_topic"]
     out = []
@@ -130,8 +133,9 @@ def ring_convergence(snapshot_rows: list[dict], subscriptions: dict[int, list[st
                         missing += 1
                         bad = True
             incomplete += bad
+        gossip_s = (gossip_at[t_ns] - start_ns) / 1e9  # frozen rounds left out: they are no cycles
         out.append({
-            "t_s": (t_ns - start_ns) / 1e9, "cycle": round((t_ns - start_ns) / 1e9 / cycle_s, 3) if cycle_s else None,
+            "t_s": (t_ns - start_ns) / 1e9, "cycle": round(gossip_s / cycle_s, 3) if cycle_s else None,
             "missing_links_pct": 100 * missing / targets if targets else 0.0,
             "incomplete_rings_pct": 100 * incomplete / rings if rings else 0.0, "rings": rings,
         })

@@ -90,10 +90,12 @@ class Timeline(JsonLines):
         self.write([{"t_ns": t_ns, "kind": kind, "node": node, **extra}])
 
 
-def snapshot_rows(snap, t_ns: int) -> list[dict]:
-    """One row per (node, layer) of a :class:`node.core.types.NodeSnapshot` taken at ``t_ns``."""
+def snapshot_rows(snap, t_ns: int, gossip_ns: int | None = None) -> list[dict]:
+    """One row per (node, layer) of a :class:`node.core.types.NodeSnapshot` taken at ``t_ns``.
+    ``gossip_ns``: the same moment with the simulator's frozen dissemination rounds left out (the
+    overlay's own clock, which counts gossip cycles); ``t_ns`` where nothing was frozen."""
     return [
-        {"t_ns": t_ns, "node": snap.node_id, "topics": list(snap.topics), "layer": layer.layer,
+        {"t_ns": t_ns, "gossip_ns": t_ns if gossip_ns is None else gossip_ns, "node": snap.node_id, "topics": list(snap.topics), "layer": layer.layer,
          "neighbours": list(layer.neighbours), "per_topic": layer.per_topic}
         for layer in snap.layers
     ]

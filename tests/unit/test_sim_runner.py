@@ -101,3 +101,22 @@ def test_same_file_and_seed_give_the_same_spans_whatever_the_hash_seed(tmp_path)
         assert len(rows) > 100
         digests.append(hashlib.sha256(repr(rows).encode()).hexdigest())
     assert digests[0] == digests[1]
+
+
+def test_ring_convergence_counts_gossip_cycles_not_frozen_rounds(tmp_path):
+    """Frozen dissemination rounds move virtual time on but are no gossip cycles: snapshots carry
+    the overlay's own clock, and ring convergence is reported per gossip cycle."""
+    from analysis.overlay import ring_convergence, snapshots_by_time
+
+    exp, rd, _, _ = run(
+        tmp_path, protocol={"name": "poldercast", "params": {"cyclon": {"view_size": 6, "shuffle_length": 3}}},
+        nodes={"count": 40}, workload={"topics": 4, "subscriptions": {"min": 1, "max": 2}},
+        publications={"mode": "per_topic", "rounds": 8, "round_interval_s": 1, "freeze": True},
+        network={"delay": {"ms": 50}}, phases={"warmup_s": 0.5, "drain_s": 1}, outputs={"snapshot_every_s": 1})
+    subs = {json.loads(line)["node"]: json.loads(line)["topics"] for line in (rd.path / "subscriptions.jsonl").read_text().splitlines()}
+    meta = json.loads((rd.path / "run.json").read_text())
+    curve = [c for snap in snapshots_by_time(rd.path / "snapshots.jsonl")
+             for c in ring_convergence(snap, subs, meta["started_ns"], meta["cycle_s"])]
+    periodic = curve[:-1]  # the last one is the end-of-run snapshot
+    assert [round(c["cycle"], 6) for c in periodic[:5]] == [1, 2, 3, 4, 5]
+    assert periodic[4]["t_s"] > 5.05  # each frozen round took virtual time (50 ms hops)
