@@ -139,6 +139,13 @@ def latency_cdf(dels: DataFrame) -> list[float]:
     return list(row["q"]) if row and row["q"] else []
 
 
+def gossip_duration_s(meta: dict) -> float:
+    """How long the overlay gossiped: counters run until they are read (local: after the fidelity
+    probes), not until ended_ns; the simulator's frozen dissemination rounds hold every timer, so
+    they are no gossip time."""
+    return (meta.get("counters_ns", meta["ended_ns"]) - meta["started_ns"] - meta.get("frozen_ns", 0)) / 1e9
+
+
 def summarize(meta: dict, spans: DataFrame, dels: DataFrame, events: DataFrame,
               snapshots: list[dict], stats: list[dict], subscriptions: dict) -> dict:
     tot = dels.agg(F.count("*").alias("x"), F.sum(F.col("delivered").cast("long")).alias("d")).first()
@@ -155,8 +162,6 @@ def summarize(meta: dict, spans: DataFrame, dels: DataFrame, events: DataFrame,
     by_name = {r["name"]: r["count"] for r in counts}
     totals = overlay.counter_totals(stats, ["spans_dropped", "malformed", "send_failed", "dropped_by_link",
                                             "lost_to_dead_peer"])
-    # Counters run until they are read (local: after the fidelity probes), not until ended_ns.
-    duration_s = (meta.get("counters_ns", meta["ended_ns"]) - meta["started_ns"]) / 1e9
 
     def q(row, i):
         return float(row["q"][i]) if row and row["q"] else None
@@ -179,7 +184,7 @@ def summarize(meta: dict, spans: DataFrame, dels: DataFrame, events: DataFrame,
         "relay_ratio": (cp["relay_copies"] / cp["copies"]) if cp["copies"] else None,
         "degree": overlay.degrees(snapshots),
         "topic_connectivity": overlay.topic_connectivity(snapshots, subscriptions),
-        "overhead": overlay.overhead(stats, duration_s, meta["cycle_s"]),
+        "overhead": overlay.overhead(stats, gossip_duration_s(meta), meta["cycle_s"]),
         "spans": {"publish": by_name.get("publish", 0), "receive": by_name.get("receive", 0),
                   "dropped": totals.pop("spans_dropped")},
         "errors": totals,

@@ -120,3 +120,12 @@ def test_ring_convergence_counts_gossip_cycles_not_frozen_rounds(tmp_path):
     periodic = curve[:-1]  # the last one is the end-of-run snapshot
     assert [round(c["cycle"], 6) for c in periodic[:5]] == [1, 2, 3, 4, 5]
     assert periodic[4]["t_s"] > 5.05  # each frozen round took virtual time (50 ms hops)
+    # Overhead per cycle counts gossip time only: a CYCLON node sends a request and answers one
+    # per cycle on average (the frozen rounds are 0.1 s or more each, a fifth of the run here).
+    from analysis.jobs.summarize import gossip_duration_s
+    from analysis.overlay import overhead
+
+    stats = [json.loads(line) for line in (rd.path / "stats.jsonl").read_text().splitlines()]
+    assert meta["frozen_ns"] > 0.15 * (meta["ended_ns"] - meta["started_ns"])
+    per_cycle = overhead(stats, gossip_duration_s(meta), meta["cycle_s"])["by_layer"]["cyclon"]["msgs_per_node_per_cycle"]
+    assert 1.9 < per_cycle < 2.1, per_cycle
