@@ -95,8 +95,9 @@ def snapshot_rows(snap, t_ns: int, gossip_ns: int | None = None) -> list[dict]:
     ``gossip_ns``: the same moment with the simulator's frozen dissemination rounds left out (the
     overlay's own clock, which counts gossip cycles); ``t_ns`` where nothing was frozen."""
     return [
-        {"t_ns": t_ns, "gossip_ns": t_ns if gossip_ns is None else gossip_ns, "node": snap.node_id, "topics": list(snap.topics), "layer": layer.layer,
-         "neighbours": list(layer.neighbours), "per_topic": layer.per_topic}
+        {"t_ns": t_ns, "gossip_ns": t_ns if gossip_ns is None else gossip_ns, "node": snap.node_id,
+         "topics": list(snap.topics), "layer": layer.layer, "neighbours": list(layer.neighbours),
+         "per_topic": layer.per_topic}
         for layer in snap.layers
     ]
 

@@ -137,5 +137,6 @@ class SimRunner(Runner):
         rd.write_jsonl("stats.jsonl", ({"node": i, "counters": dict(c)} for i, c in sim.stats.items()))
         rd.write_json("run.json", run_meta(
             exp, rd, started_ns=0, measure_start_ns=ns(exp.phases.warmup_s), ended_ns=end_ns,
-            frozen_ns=ns(sim.frozen_s), sim_steps=sim.steps, spans=spans.count, skipped_publications=plan.skipped_publications,
+            frozen_ns=ns(sim.frozen_s), sim_steps=sim.steps, spans=spans.count,
+            skipped_publications=plan.skipped_publications,
         ))

@@ -7,7 +7,6 @@ shell, the simulator and the tests agree on them.
 
 from __future__ import annotations
 
-
 from google.protobuf.message import DecodeError
 
 from node._gen.overlaylab.v1 import control_pb2, peer_pb2
@@ -114,8 +113,10 @@ def _profile_size(d: Descriptor) -> int:
     The entry keeps the descriptor alive, so its ids are not reused while cached."""
     key = (d.node_id, id(d.topics), id(d.priorities))
     hit = _PROFILE_SIZES.get(key)
-    if hit is not None and hit[0].topics is d.topics and hit[0].priorities is d.priorities and hit[0].addr == d.addr:
-        return hit[1]
+    if hit is not None:
+        cached, size = hit
+        if cached.topics is d.topics and cached.priorities is d.priorities and cached.addr == d.addr:
+            return size
     if len(_PROFILE_SIZES) >= _PROFILE_SIZES_MAX:
         _PROFILE_SIZES.clear()
     size = descriptor_to_pb(Descriptor(d.node_id, d.addr, d.topics, 0, d.priorities)).ByteSize()
