@@ -54,6 +54,11 @@ class SimRunner(Runner):
         started: set[int] = set()
         snapshots = JsonLines(rd, "snapshots.jsonl")
 
+        def write_snapshot() -> None:
+            """Every alive node's views, at virtual time and at gossip time (frozen rounds out)."""
+            at, gossip_at = ns(sim.now), ns(sim.now - sim.frozen_s)
+            snapshots.write(row for i in sorted(alive) for row in snapshot_rows(sim.nodes[i].snapshot(), at, gossip_at))
+
         def descriptor(j: int) -> Descriptor:
             return Descriptor(j, sim_addr(j), subs[j])
 
@@ -115,8 +120,7 @@ class SimRunner(Runner):
                     # RINGS/VICINITY exchange removed for a moment is not counted as missing: the
                     # end-of-cycle view the paper's simulator measures.
                     sim.run_frozen(lambda: None)
-                    snapshots.write(row for i in sorted(alive)
-                                    for row in snapshot_rows(sim.nodes[i].snapshot(), ns(sim.now), ns(sim.now - sim.frozen_s)))
+                    write_snapshot()
 
                 for k in range(1, int(plan.end_s / every) + 1):
                     sim.call_at(k * every, snapshot)
@@ -131,8 +135,7 @@ class SimRunner(Runner):
             writer.close()
             timeline.close()
         end_ns = ns(sim.now)
-        snapshots.write(row for i in sorted(alive)
-                        for row in snapshot_rows(sim.nodes[i].snapshot(), end_ns, ns(sim.now - sim.frozen_s)))
+        write_snapshot()
         snapshots.close()
         rd.write_jsonl("stats.jsonl", ({"node": i, "counters": dict(c)} for i, c in sim.stats.items()))
         rd.write_json("run.json", run_meta(
