@@ -94,52 +94,112 @@ def counter_totals(stats_rows: list[dict], names: list[str]) -> dict[str, int]:
 
 def ring_convergence(snapshot_rows: list[dict], subscriptions: dict[int, list[str]], start_ns: int,
                      cycle_s: float) -> list[dict]:
-    """PolderCast ring convergence per snapshot (METRICS.md, poldercast.md §7.3): the share of
-    ideal ring links missing (every alive subscriber's true successor and predecessor by ring id
-    among the topic's alive subscribers, against its succ[0]/pred[0]) and the share of rings
-    (topics with >= 2 alive subscribers) with any link missing. ``cycle`` counts gossip cycles:
-    the simulator's frozen dissemination rounds are left out (rows' ``gossip_ns``), ``t_s`` keeps
-    them. Empty for protocols without rings."""
-    from node.core.poldercast import ring_id
-
-    by_time: dict[int, dict[str, dict[int, dict]]] = defaultdict(lambda: {"rings.succ": {}, "rings.pred": {}})
-    alive_at: dict[int, set[int]] = defaultdict(set)
-    gossip_at: dict[int, int] = {}
+    """Ring convergence (``RingConvergence.add``) of the snapshots in ``snapshot_rows``."""
+    tracker = RingConvergence(subscriptions, start_ns, cycle_s)
+    by_time: dict[int, list[dict]] = defaultdict(list)
     for r in snapshot_rows:
-        alive_at[r["t_ns"]].add(r["node"])
-        gossip_at[r["t_ns"]] = r.get("gossip_ns", r["t_ns"])
-        if r["layer"] in ("rings.succ", "rings.pred"):
-            by_time[r["t_ns"]][r["layer"]][r["node"]] = r["per_topic"]
-    out = []
-    for t_ns in sorted(by_time):
-        alive = alive_at[t_ns]
+        by_time[r["t_ns"]].append(r)
+    return [row for t in sorted(by_time) if (row := tracker.add(by_time[t])) is not None]
+
+
+def _size_bin(n: int) -> int:
+    """Power-of-two bin start of a size (0 for 0)."""
+    return 1 << (n.bit_length() - 1) if n else 0
+
+
+class RingConvergence:
+    """PolderCast ring convergence, fed one snapshot at a time (METRICS.md, poldercast.md §7.3).
+
+    ``add`` gives the paper's Fig. 5 per snapshot: the share of ideal ring links missing (every
+    alive subscriber's true successor and predecessor by ring id among the topic's alive
+    subscribers, against its succ[0]/pred[0]) and the share of rings (topics with >= 2 alive
+    subscribers) with any link missing. ``cycle`` counts gossip cycles: the simulator's frozen
+    dissemination rounds are left out (rows' ``gossip_ns``), ``t_s`` keeps them.
+
+    ``by_size`` gives Fig. 6 after the last snapshot: per node, the first snapshot's cycle from
+    which all its target links stay in place, binned by subscription size; per ring, the first
+    cycle from which it stays complete, binned by ring size. A node or ring still incomplete at
+    the last snapshot has not converged (counted apart)."""
+
+    def __init__(self, subscriptions: dict[int, list[str]], start_ns: int, cycle_s: float) -> None:
+        self.subscriptions, self.start_ns, self.cycle_s = subscriptions, start_ns, cycle_s
+        self.cycles: list[float] = []
+        self.node_bad: dict[int, int] = {}  # node -> index of the last snapshot with a link missing
+        self.ring_bad: dict[str, int] = {}
+        self.nodes: dict[int, int] = {}  # subscription size of the nodes with target links, last snapshot
+        self.rings: dict[str, int] = {}  # ring size, last snapshot
+
+    def add(self, snapshot_rows: list[dict]) -> dict | None:
+        """The snapshot's row of Fig. 5; None for a snapshot without rings (other protocols)."""
+        from node.core.poldercast import ring_id
+
+        alive: set[int] = set()
+        succ: dict[int, dict] = {}
+        pred: dict[int, dict] = {}
+        t_ns = gossip_ns = 0
+        for r in snapshot_rows:
+            alive.add(r["node"])
+            t_ns, gossip_ns = r["t_ns"], r.get("gossip_ns", r["t_ns"])
+            if r["layer"] == "rings.succ":
+                succ[r["node"]] = r["per_topic"]
+            elif r["layer"] == "rings.pred":
+                pred[r["node"]] = r["per_topic"]
+        if not succ and not pred:
+            return None
         members: dict[str, list[int]] = defaultdict(list)
         for node in alive:
-            for topic in subscriptions.get(node, ()):
+            for topic in self.subscriptions.get(node, ()):
                 members[topic].append(node)
-        succ, pred = by_time[t_ns]["rings.succ"], by_time[t_ns]["rings.pred"]
-        targets = missing = rings = incomplete = 0
+        k_snap = len(self.cycles)
+        self.nodes, self.rings = {}, {}
+        targets = missing = incomplete = 0
         for topic, nodes in members.items():
             if len(nodes) < 2:
                 continue
             ring = sorted(nodes, key=ring_id)
-            rings += 1
+            self.rings[topic] = len(ring)
             bad = False
             for k, x in enumerate(ring):
+                self.nodes[x] = len(self.subscriptions[x])
                 for want, have in ((ring[(k + 1) % len(ring)], succ.get(x, {}).get(topic)),
                                    (ring[k - 1], pred.get(x, {}).get(topic))):
                     targets += 1
                     if not have or have[0] != want:
                         missing += 1
                         bad = True
-            incomplete += bad
-        gossip_s = (gossip_at[t_ns] - start_ns) / 1e9  # frozen rounds left out: they are no cycles
-        out.append({
-            "t_s": (t_ns - start_ns) / 1e9, "cycle": round(gossip_s / cycle_s, 3) if cycle_s else None,
+                        self.node_bad[x] = k_snap
+            if bad:
+                incomplete += 1
+                self.ring_bad[topic] = k_snap
+        gossip_s = (gossip_ns - self.start_ns) / 1e9  # frozen rounds left out: they are no cycles
+        cycle = round(gossip_s / self.cycle_s, 3) if self.cycle_s else None
+        self.cycles.append(cycle)
+        return {
+            "t_s": (t_ns - self.start_ns) / 1e9, "cycle": cycle,
             "missing_links_pct": 100 * missing / targets if targets else 0.0,
-            "incomplete_rings_pct": 100 * incomplete / rings if rings else 0.0, "rings": rings,
-        })
-    return out
+            "incomplete_rings_pct": 100 * incomplete / len(self.rings) if self.rings else 0.0,
+            "rings": len(self.rings),
+        }
+
+    def by_size(self) -> dict:
+        def table(sizes: dict, last_bad: dict, key: str) -> list[dict]:
+            bins: dict[int, list] = defaultdict(list)
+            for x, size in sizes.items():
+                k = last_bad.get(x, -1) + 1  # the first snapshot from which x stays complete
+                bins[_size_bin(size)].append(self.cycles[k] if k < len(self.cycles) else None)
+            out = []
+            for b, cycles in sorted(bins.items()):
+                done = [c for c in cycles if c is not None]
+                out.append({key: b, "count": len(cycles), "not_converged": len(cycles) - len(done),
+                            "mean_cycle": float(np.mean(done)) if done else None,
+                            "p90_cycle": float(np.percentile(done, 90)) if done else None,
+                            "max_cycle": max(done) if done else None})
+            return out
+
+        if not self.cycles:
+            return {"nodes": [], "rings": []}
+        return {"nodes": table(self.nodes, self.node_bad, "subscriptions_from"),
+                "rings": table(self.rings, self.ring_bad, "ring_size_from")}
 
 
 def rings_degree_by_subscriptions(snapshot_rows: list[dict]) -> list[dict]:
@@ -151,7 +211,6 @@ def rings_degree_by_subscriptions(snapshot_rows: list[dict]) -> list[dict]:
     bins: dict[int, list[int]] = defaultdict(list)
     for r in snapshot_rows:
         if r["t_ns"] == last and r["layer"] == "rings":
-            size = len(r["topics"])
-            bins[1 << max(0, size.bit_length() - 1) if size else 0].append(len(set(r["neighbours"])))
+            bins[_size_bin(len(r["topics"]))].append(len(set(r["neighbours"])))
     return [{"subscriptions_from": b, "nodes": len(d), "mean_rings_degree": float(np.mean(d)),
              "max_rings_degree": int(max(d))} for b, d in sorted(bins.items())]

@@ -62,6 +62,21 @@ def write(rd: Path, summary: dict, cdf: list[float], hop_rows: list[dict], event
         ax.grid(alpha=0.3)
         _save(fig, plots / "ring_convergence.png")
         out["ring_convergence"] = "plots/ring_convergence.png"
+    by_size = summary.get("protocol_metrics", {}).get("convergence_by_size")
+    if by_size and by_size["nodes"]:
+        fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), sharey=True)
+        for ax, rows, key, label in ((axes[0], by_size["nodes"], "subscriptions_from", "subscriptions (bin start)"),
+                                     (axes[1], by_size["rings"], "ring_size_from", "ring size (bin start)")):
+            done = [r for r in rows if r["mean_cycle"] is not None]
+            ax.plot([r[key] or 1 for r in done], [r["mean_cycle"] for r in done], marker="o", label="mean")
+            ax.plot([r[key] or 1 for r in done], [r["max_cycle"] for r in done], marker=".", ls=":", label="max")
+            ax.set(xscale="log", xlabel=label)
+            ax.grid(alpha=0.3)
+        axes[0].set(ylabel="cycle from which complete", title="Nodes")
+        axes[1].set(title="Rings")
+        axes[0].legend()
+        _save(fig, plots / "convergence_by_size.png")
+        out["convergence_by_size"] = "plots/convergence_by_size.png"
     degree = summary.get("protocol_metrics", {}).get("rings_degree_by_subscriptions")
     if degree:
         fig, ax = plt.subplots(figsize=(6, 4))

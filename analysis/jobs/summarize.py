@@ -69,9 +69,11 @@ def run(run_dir: str | Path, spark: SparkSession | None = None) -> dict:
     events.write.mode("overwrite").parquet(str(rd / "metrics" / "events.parquet"))
 
     subscriptions = {r["node"]: r["topics"] for r in _read_jsonl(rd / "subscriptions.jsonl")}
+    rings = overlay.RingConvergence(subscriptions, meta["started_ns"], meta["cycle_s"])
     convergence, final = [], []
     for snapshot in overlay.snapshots_by_time(rd / "snapshots.jsonl"):
-        convergence += overlay.ring_convergence(snapshot, subscriptions, meta["started_ns"], meta["cycle_s"])
+        if (row := rings.add(snapshot)) is not None:
+            convergence.append(row)
         final = snapshot
     stats = _read_jsonl(rd / "stats.jsonl")
     summary = summarize(meta, spans, dels, events, final, stats, subscriptions)
@@ -83,6 +85,7 @@ def run(run_dir: str | Path, spark: SparkSession | None = None) -> dict:
         summary["protocol_metrics"]["rings_complete_pct"] = 100 - convergence[-1]["incomplete_rings_pct"]
         summary["protocol_metrics"]["missing_links_pct"] = convergence[-1]["missing_links_pct"]
         summary["protocol_metrics"]["rings_degree_by_subscriptions"] = overlay.rings_degree_by_subscriptions(final)
+        summary["protocol_metrics"]["convergence_by_size"] = rings.by_size()
     summary["skipped_publications"] = meta.get("skipped_publications", 0)
     series = m.timeseries(dels, pubs, meta["measure_start_ns"]).cache()
     series.write.mode("overwrite").parquet(str(rd / "metrics" / "timeseries.parquet"))

@@ -520,7 +520,8 @@ class PolderCast(Protocol):
                 else:
                     del self._prio[t]
         if changed:
-            self.me = Descriptor(self.me.node_id, self.me.addr, self.me.topics, 0, tuple(sorted(self._prio.items())))
+            # insertion order, not sorted: a heavy subscriber's profile is rebuilt at most merges
+            self.me = Descriptor(self.me.node_id, self.me.addr, self.me.topics, 0, tuple(self._prio.items()))
 
     # --- dissemination (§5.4) -----------------------------------------------------------------
 

@@ -42,6 +42,35 @@ def test_sim_run_end_to_end_writes_summary_and_report(tmp_path, capsys):
     assert "count: 24" in capsys.readouterr().out
 
 
+def test_poldercast_e1_file_runs_and_reports_ring_convergence_by_cycle_and_size(tmp_path, capsys):
+    """The paper's E1 file, scaled down: per-cycle ring convergence (Fig. 5), convergence
+    against subscription and ring size (Fig. 6) and RINGS degree (Fig. 7) in summary and report."""
+    with pytest.raises(SystemExit) as done:
+        main(["run", str(ROOT / "experiments" / "poldercast-e1-convergence.yaml"), "--out", str(tmp_path),
+              "--set", "nodes.count=60", "--set", "publications.rounds=12", "--set", "publications.topics_per_round=20"])
+    assert done.value.code == 0
+    [rd] = tmp_path.iterdir()
+    summary = json.loads((rd / "summary.json").read_text())
+    pm = summary["protocol_metrics"]
+    curve = pm["ring_convergence"]
+    assert [round(c["cycle"]) for c in curve[:12]] == list(range(1, 13))  # gossip cycles, frozen rounds out
+    assert curve[0]["missing_links_pct"] > curve[-1]["missing_links_pct"]
+    subs = [json.loads(line) for line in (rd / "subscriptions.jsonl").read_text().splitlines()]
+    by_size = pm["convergence_by_size"]
+    assert sum(r["count"] for r in by_size["rings"]) == curve[-1]["rings"]
+    for row in by_size["nodes"]:
+        members = [s for s in subs if row["subscriptions_from"] <= len(s["topics"]) < 2 * row["subscriptions_from"]]
+        assert 0 < row["count"] <= len(members)
+        done_cycles = [c for c in (row["mean_cycle"], row["max_cycle"]) if c is not None]
+        assert all(1 <= c <= curve[-1]["cycle"] for c in done_cycles)
+    converged = sum(r["count"] - r["not_converged"] for r in by_size["rings"])
+    assert converged / curve[-1]["rings"] == pytest.approx(1 - curve[-1]["incomplete_rings_pct"] / 100)
+    assert summary["plots"]["convergence_by_size"] == "plots/convergence_by_size.png"
+    assert (rd / "plots" / "convergence_by_size.png").stat().st_size > 1000
+    assert "plots/convergence_by_size.png" in (rd / "report.html").read_text()
+    assert summary["relay_ratio"] == 0.0
+
+
 def test_invalid_file_fails_before_anything_starts(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nnodes: {count: lots}\nworkload: {topicz: 3}\n")

@@ -171,3 +171,48 @@ def test_vicinity_ranking_orders_by_priority_then_shared_topics_and_breaks_ties_
     assert core._rank(me, [stranger, *ties, two, hot], 10)[:2] == [hot, two]
     assert len(core._rank(me, [stranger, *ties, two, hot], 10)) == 6
     assert all(abs(picks[t.node_id] / 4000 - 0.25) < 0.03 for t in ties), picks  # uniform tie-break
+
+
+def test_convergence_by_size_gives_the_cycle_from_which_nodes_and_rings_stay_complete():
+    """Fig. 6: a node (ring) converges at the first snapshot after its last missing link, and one
+    still missing a link at the last snapshot has not converged."""
+    from analysis.overlay import RingConvergence
+
+    subs = {0: ["a", "b"], 1: ["a", "b"], 2: ["a"], 3: ["a"]}
+    ring_a, ring_b = sorted(range(4), key=ring_id), sorted([0, 1], key=ring_id)
+
+    def snapshot(cycle, broken=()):
+        """Every node's true succ/pred, except (node, topic, side) in ``broken`` (left empty)."""
+        rows = []
+        for x in range(4):
+            sides = {"rings.succ": {}, "rings.pred": {}}
+            for t, ring in (("a", ring_a), ("b", ring_b)):
+                if x in ring:
+                    k = ring.index(x)
+                    sides["rings.succ"][t] = [ring[(k + 1) % len(ring)]]
+                    sides["rings.pred"][t] = [ring[k - 1]]
+            for node, t, side in broken:
+                if node == x:
+                    sides[side].pop(t)
+            rows += [{"t_ns": cycle * 10**9, "node": x, "topics": subs[x], "layer": layer, "neighbours": [],
+                      "per_topic": per_topic} for layer, per_topic in sides.items()]
+        return rows
+
+    tracker = RingConvergence(subs, 0, 1.0)
+    late, stuck = ring_a[0], ring_b[0]
+    curve = [tracker.add(snapshot(1, [(late, "a", "rings.succ")])), tracker.add(snapshot(2)),
+             tracker.add(snapshot(3, [(stuck, "b", "rings.pred")]))]
+    assert [c["incomplete_rings_pct"] for c in curve] == [50.0, 0.0, 50.0]
+    assert curve[2]["missing_links_pct"] == 100 / 12  # 2 links per member: 8 in ring a, 4 in ring b
+    by_size = tracker.by_size()
+    nodes = {r["subscriptions_from"]: r for r in by_size["nodes"]}
+    two = sorted(n for n in range(4) if len(subs[n]) == 2)  # nodes 0 and 1: bin 2
+    assert nodes[2]["count"] == 2 and nodes[2]["not_converged"] == 1  # ``stuck`` is one of them
+    other = next(n for n in two if n != stuck)
+    assert nodes[2]["mean_cycle"] == (2.0 if other == late else 1.0)
+    assert nodes[1]["count"] == 2 and nodes[1]["not_converged"] == 0
+    assert nodes[1]["mean_cycle"] == (1.5 if late in (2, 3) else 1.0)
+    rings = {r["ring_size_from"]: r for r in by_size["rings"]}
+    assert rings[4] == {"ring_size_from": 4, "count": 1, "not_converged": 0, "mean_cycle": 2.0,
+                        "p90_cycle": 2.0, "max_cycle": 2.0}
+    assert rings[2]["not_converged"] == 1 and rings[2]["mean_cycle"] is None
