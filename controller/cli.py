@@ -50,8 +50,31 @@ def cmd_run(args) -> int:
     except KeyboardInterrupt:
         console.print(f"[yellow]interrupted: every peer stopped; what was written is in {rd.path}[/]")
         return 130
+    if exp.sim.variants:
+        return _variants(rd.path, exp.outputs.analyze and not args.no_analyze)
     if exp.outputs.analyze and not args.no_analyze:
         return _analyze(str(rd.path))
+    return 0
+
+
+def _variants(sweep_dir, analyze: bool) -> int:
+    """After a run forked into variants: analyse each, and show them side by side."""
+    from analysis.jobs.summarize import run as summarize
+    from rich.table import Table
+
+    variants = json.loads((sweep_dir / "variants.json").read_text())
+    console.print(f"{len(variants)} variants in {sweep_dir}/variants/")
+    if not analyze:
+        return 0
+    table = Table(title="variants")
+    for col in ("variant", "hit ratio", "complete events", "mean hops", "p99 hops", "duplication", "relay"):
+        table.add_column(col, overflow="fold")
+    for v in variants:
+        s = summarize(sweep_dir / v["run_dir"])
+        table.add_row(v["run_dir"].split("/")[-1], *(f"{x:.4g}" if x is not None else "n/a" for x in (
+            s["hit_ratio"], s["complete_event_ratio"], s["hops"]["mean"], s["hops"]["p99"],
+            s["duplication_factor"], s["relay_ratio"])))
+    console.print(table)
     return 0
 
 
@@ -134,7 +157,7 @@ def headline(summary: dict) -> dict:
     out["load"] = {k: v for k, v in load.items() if k in ("driver", "target_rate_per_s", "offered_per_s",
                                                           "published_per_s", "deliveries_per_s")}
     pm = summary.get("protocol_metrics") or {}
-    out["protocol_metrics"] = {k: v for k, v in pm.items() if not isinstance(v, list)}
+    out["protocol_metrics"] = {k: v for k, v in pm.items() if not isinstance(v, (list, dict))}
     return out
 
 

@@ -15,10 +15,11 @@ from typing import Annotated, Any, Literal, Union
 import yaml
 from pydantic import (
     BaseModel, ConfigDict, Discriminator, Field, NonNegativeFloat, PositiveFloat, PositiveInt, Tag,
-    ValidationError, create_model, model_validator,
+    TypeAdapter, ValidationError, create_model, model_validator,
 )
 
 from node.core import protocol_config_class, protocol_names
+from node.core.base import dissemination_params
 
 
 class Strict(BaseModel):
@@ -369,6 +370,15 @@ class Sim(Strict):
     """Encode and decode every simulated message with the real protobuf codec."""
     check_invariants: bool = False
     """Check every core's invariants after each message (slow; for debugging)."""
+    variants: list[dict[str, Any]] = []
+    """Dissemination settings to compare on one overlay (e.g. the paper's E3 sweep of fanout and
+    shortcut source): the overlay is built once, up to the first publication, and the run then
+    forks into one run per entry, each a protocol.params override such as {fanout: 3,
+    shortcut_source: cyclon}, in its own run directory under ``variants/``. Only parameters that
+    gossip never reads are allowed (PolderCast: fanout, shortcut_source, ring_failover; gossip:
+    gamma, ttl), so each variant is exactly the run its own file gives from scratch."""
+    parallel_variants: PositiveInt | None = None
+    """How many variants run at once (default: the machine's cores)."""
 
 
 class Kubernetes(Strict):
@@ -440,11 +450,51 @@ class Experiment(Strict):
     k8s: Kubernetes = Kubernetes()
     outputs: Outputs = Outputs()
 
+    @model_validator(mode="after")
+    def _variants(self) -> Experiment:
+        for k, overrides in enumerate(self.sim.variants):
+            if self.backend != "sim":
+                raise ValueError("sim.variants: only the sim backend forks a run into variants")
+            try:
+                variant_params(self.protocol, overrides)
+            except ValueError as e:
+                raise ValueError(f"sim.variants[{k}]: {e}") from None
+        return self
+
     def cycle_s(self) -> float:
         """The protocol's gossip period in seconds (for per-cycle overhead)."""
         params = self.protocol.params
         cyclon = getattr(params, "cyclon", params)
         return getattr(cyclon, "cycle_ms", 1000.0) / 1000.0
+
+
+def variant_params(protocol, overrides: dict[str, Any]):
+    """The protocol's params with one variant's ``overrides``, validated; ValueError names the bad
+    key and what was expected."""
+    allowed = dissemination_params(protocol.name)
+    for key in overrides:
+        if key not in allowed:
+            raise ValueError(f"{key!r} is not a dissemination parameter of {protocol.name} "
+                             f"(allowed: {', '.join(sorted(allowed)) or 'none'})")
+    merged = {**TypeAdapter(type(protocol.params)).dump_python(protocol.params, mode="json"), **overrides}
+    try:
+        return TypeAdapter(type(protocol.params)).validate_python(merged)
+    except ValidationError as e:
+        raise ValueError("; ".join(": ".join(filter(None, (".".join(map(str, err["loc"])), err["msg"].removeprefix("Value error, "))))
+                                   for err in e.errors())) from None
+
+
+def variant_experiment(exp: Experiment, overrides: dict[str, Any]) -> Experiment:
+    """``exp`` as the single run of one variant: its params applied, no variants left."""
+    data = exp.model_dump(mode="json")
+    data["protocol"]["params"].update(overrides)
+    data["sim"]["variants"] = []
+    return Experiment.model_validate(data)
+
+
+def variant_label(overrides: dict[str, Any]) -> str:
+    """A run-directory name for a variant: ``fanout-3_shortcut_source-cyclon``."""
+    return "_".join(f"{k}-{v}" for k, v in overrides.items()) or "base"
 
 
 class ExperimentError(ValueError):

@@ -5,11 +5,22 @@ analysis reads (ARCHITECTURE.md, "Traces"), written in chunks so 10K+ peers fit 
 Churn: a crash stops the node (messages to it are lost); a graceful leave lets the core say
 goodbye first; a rejoin reuses the old core (``keep_state``) or builds a new one (``fresh``).
 Partitions switch on and off in the link model at their times.
+
+Variants (``sim.variants``): the overlay is built once; just before the first publication the
+process forks, one child per variant (at most ``sim.parallel_variants`` at a time). A child
+copies what the run wrote so far into ``variants/<label>/``, sets the variant's dissemination
+parameters on every core and carries on to the end, writing a complete run directory. The
+parent waits for them and writes ``variants.json``; its own directory holds the shared warm-up.
 """
 
 from __future__ import annotations
 
+import os
 import random
+import shutil
+import signal
+import sys
+import traceback
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -19,9 +30,9 @@ from node.core.types import Descriptor
 from node.sim import Simulation, SpanColumns
 
 from .. import plans
-from ..config import Experiment
+from ..config import Experiment, variant_experiment, variant_label
 from ..network import link_model_for_sim
-from ..progress import phase
+from ..progress import console, phase
 from ..rundir import JsonLines, RunDir, Timeline, run_meta, snapshot_rows
 from .base import Runner
 
@@ -41,12 +52,45 @@ def ns(t: float) -> int:
     return round(t * 1e9)
 
 
+def _exit(code: int) -> None:
+    """End a forked child now (no cleanup of what it shares with its parent), output flushed."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+class VariantsDone(Exception):
+    """Raised in the parent once every variant's child has ended."""
+
+
 class SimRunner(Runner):
     def run(self, exp: Experiment, rd: RunDir) -> None:
+        self.child = False
+        try:
+            self._run(exp, rd)
+        except VariantsDone:
+            return
+        except BaseException:
+            if self.child:  # never return into the parent's caller from a forked child
+                traceback.print_exc()
+                _exit(1)
+            raise
+        if self.child:
+            _exit(0)
+
+    def _run(self, exp: Experiment, rd: RunDir) -> None:
         plan = plans.render(exp)
         subs = plan.subscriptions
-        writer = pq.ParquetWriter(rd.traces / "spans.parquet", SPAN_SCHEMA)
-        spans = SpanColumns(sink=lambda cols: writer.write_table(pa.table(cols, schema=SPAN_SCHEMA)))
+        writer = None  # opened on the first spans, in whichever run directory this process writes
+        forked = False  # this process forked the variants and wrote none of them
+
+        def write_spans(cols) -> None:
+            nonlocal writer
+            if writer is None:
+                writer = pq.ParquetWriter(rd.traces / "spans.parquet", SPAN_SCHEMA)
+            writer.write_table(pa.table(cols, schema=SPAN_SCHEMA))
+
+        spans = SpanColumns(sink=write_spans)
         sim = Simulation(seed=exp.seed, links=link_model_for_sim(plan.network, exp.seed),
                          wire_codec=exp.sim.wire_codec, spans=spans, validate=exp.sim.check_invariants)
         timeline = Timeline(rd)
@@ -83,6 +127,55 @@ class SimRunner(Runner):
             timeline.record(ns(sim.now), kind, i)
             sim.stop_node(i, graceful=kind == "leave")
 
+        def fork_variants() -> None:
+            """Fork one child per variant; return in each child as that variant, raise
+            VariantsDone in the parent when all have ended."""
+            nonlocal exp, rd, timeline, snapshots, forked
+            spans.flush()
+            out = rd.path / "variants"
+            pending = [(variant_experiment(exp, v), variant_label(v)) for v in exp.sim.variants]
+            running: dict[int, str] = {}
+            ended: dict[str, int] = {}
+            limit = exp.sim.parallel_variants or os.cpu_count() or 1
+            try:
+                while pending or running:
+                    if pending and len(running) < limit:
+                        vexp, label = pending.pop(0)
+                        pid = os.fork()
+                        if pid == 0:
+                            self.child = True
+                            vrd = RunDir.create(vexp, out, run_id=label)
+                            for name in ("subscriptions.jsonl", "timeline.jsonl", "snapshots.jsonl"):
+                                if (rd.path / name).exists():
+                                    shutil.copyfile(rd.path / name, vrd.path / name)
+                            timeline.close()
+                            snapshots.close()
+                            exp, rd = vexp, vrd
+                            timeline, snapshots = Timeline(rd), JsonLines(rd, "snapshots.jsonl")
+                            for core in sim.nodes.values():
+                                core.config = vexp.protocol.params
+                            return
+                        running[pid] = label
+                        continue
+                    pid, status = os.wait()
+                    label = running.pop(pid)
+                    ended[label] = os.waitstatus_to_exitcode(status)
+                    console.print(f"variant {label}: {'done' if ended[label] == 0 else f'failed ({ended[label]})'}")
+            except BaseException:
+                for pid in running:
+                    os.kill(pid, signal.SIGTERM)
+                for pid in running:
+                    os.waitpid(pid, 0)
+                raise
+            rd.write_json("variants.json", [
+                {"variant": v, "run_dir": f"variants/{variant_label(v)}", "exit_code": ended[variant_label(v)]}
+                for v in exp.sim.variants])
+            failed = [label for label, code in ended.items() if code]
+            if failed:
+                raise RuntimeError(f"variants failed: {', '.join(failed)} (see their output above)")
+            forked = True
+            raise VariantsDone
+
         def partition(cut: frozenset[int], on: bool) -> None:
             (sim.links.partitions.append if on else sim.links.partitions.remove)(cut)
             timeline.record(ns(sim.now), "fault_on" if on else "fault_off", None, fault="partition", nodes=sorted(cut))
@@ -102,6 +195,11 @@ class SimRunner(Runner):
             for w in plan.network.partitions:
                 sim.call_at(w.start_s, lambda w=w: partition(w.nodes, True))
                 sim.call_at(w.end_s, lambda w=w: partition(w.nodes, False))
+            if exp.sim.variants:
+                if len({variant_label(v) for v in exp.sim.variants}) < len(exp.sim.variants):
+                    raise plans.PlanError("sim.variants: two variants are the same")
+                # before the first publication (entries at one time run in the order scheduled)
+                sim.call_at(min((p.at_s for p in plan.publications), default=plan.end_s), fork_variants)
             rounds: dict[float, list[tuple[int, plans.Publication]]] = {}
             for k, p in enumerate(plan.publications):
                 rounds.setdefault(p.at_s, []).append((k, p))
@@ -132,7 +230,10 @@ class SimRunner(Runner):
                     advance(t - sim.frozen_s)
             spans.flush()
         finally:
-            writer.close()
+            if writer is None and not forked:
+                writer = pq.ParquetWriter(rd.traces / "spans.parquet", SPAN_SCHEMA)  # a run with no spans
+            if writer is not None:
+                writer.close()
             timeline.close()
         end_ns = ns(sim.now)
         write_snapshot()

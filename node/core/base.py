@@ -24,6 +24,9 @@ from .types import Action, Descriptor, Message, NodeId, NodeSnapshot, Topic, Loc
 class Protocol(ABC):
     """One node's protocol stack (peer sampling + interest layer + dissemination rule)."""
 
+    DISSEMINATION_PARAMS: frozenset[str] = frozenset()
+    """Config fields read only when handling events (see ``dissemination_params``)."""
+
     def __init__(self, me: Descriptor, config: Any, rng: random.Random) -> None:
         self.me = me
         self.config = config
@@ -94,6 +97,12 @@ def protocol_names() -> list[str]:
 
 def protocol_config_class(name: str) -> type:
     return _lookup(name)[1]
+
+
+def dissemination_params(name: str) -> frozenset[str]:
+    """Parameters that only event handling reads (``Protocol.DISSEMINATION_PARAMS``): changing
+    them on a running overlay before its first event is the same as starting with them."""
+    return getattr(_lookup(name)[0], "DISSEMINATION_PARAMS", frozenset())
 
 
 def create_protocol(name: str, me: Descriptor, config: Any, rng: random.Random) -> Protocol:

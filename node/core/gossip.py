@@ -52,6 +52,8 @@ class GossipConfig:
 
 
 class InterestGossip(Protocol):
+    DISSEMINATION_PARAMS = frozenset({"gamma", "ttl"})
+
     def __init__(self, me: Descriptor, config: GossipConfig, rng: random.Random) -> None:
         super().__init__(me, config, rng)
         self.cyclon = Cyclon(me, config.cyclon, rng)

@@ -152,6 +152,8 @@ class PolderCastConfig:
 
 
 class PolderCast(Protocol):
+    DISSEMINATION_PARAMS = frozenset({"fanout", "shortcut_source", "ring_failover"})
+
     def __init__(self, me: Descriptor, config: PolderCastConfig, rng: random.Random) -> None:
         super().__init__(me, config, rng)
         self.rid = ring_id(me.node_id)
