@@ -103,6 +103,13 @@ class SimRunner(Runner):
             at, gossip_at = ns(sim.now), ns(sim.now - sim.frozen_s)
             snapshots.write(row for i in sorted(alive) for row in snapshot_rows(sim.nodes[i].snapshot(), at, gossip_at))
 
+        def settled_snapshot() -> None:
+            """A snapshot once the exchanges in flight have finished (timers held), so a partner
+            that a RINGS/VICINITY exchange removed for a moment is not counted as missing: the
+            end-of-cycle view the paper's simulator measures. Periodic, and at the end."""
+            sim.run_frozen(lambda: None)
+            write_snapshot()
+
         def descriptor(j: int) -> Descriptor:
             return Descriptor(j, sim_addr(j), subs[j])
 
@@ -213,21 +220,16 @@ class SimRunner(Runner):
                 sim.call_at(at, (lambda b=batch: sim.run_frozen(lambda: publish(b))) if frozen else (lambda b=batch: publish(b)))
             every = exp.outputs.snapshot_every_s
             if every:
-                def snapshot() -> None:
-                    # Let the exchanges in flight finish first (timers held), so a partner that a
-                    # RINGS/VICINITY exchange removed for a moment is not counted as missing: the
-                    # end-of-cycle view the paper's simulator measures.
-                    sim.run_frozen(lambda: None)
-                    write_snapshot()
-
                 for k in range(1, int(plan.end_s / every) + 1):
-                    sim.call_at(k * every, snapshot)
+                    sim.call_at(k * every, settled_snapshot)
             with phase(f"sim: {exp.nodes.count} peers, {plan.end_s:.0f} s of virtual time", plan.end_s) as advance:
                 t = 0.0
                 while t < plan.end_s + sim.frozen_s:  # freezes push the schedule later
                     t = min(plan.end_s + sim.frozen_s, t + 1.0)
                     sim.run_until(t)
                     advance(t - sim.frozen_s)
+            end_ns = ns(sim.now)
+            settled_snapshot()
             spans.flush()
         finally:
             if writer is None and not forked:
@@ -235,8 +237,6 @@ class SimRunner(Runner):
             if writer is not None:
                 writer.close()
             timeline.close()
-        end_ns = ns(sim.now)
-        write_snapshot()
         snapshots.close()
         rd.write_jsonl("stats.jsonl", ({"node": i, "counters": dict(c)} for i, c in sim.stats.items()))
         rd.write_json("run.json", run_meta(
