@@ -169,6 +169,8 @@ class SimRunner(Runner):
                     ended[label] = os.waitstatus_to_exitcode(status)
                     console.print(f"variant {label}: {'done' if ended[label] == 0 else f'failed ({ended[label]})'}")
             except BaseException:
+                if self.child:
+                    raise  # a child failing to set up: its siblings are not its to stop
                 for pid in running:
                     os.kill(pid, signal.SIGTERM)
                 for pid in running:
