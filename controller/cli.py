@@ -67,11 +67,11 @@ def _variants(sweep_dir, analyze: bool) -> int:
     if not analyze:
         return 0
     table = Table(title="variants")
-    for col in ("variant", "hit ratio", "complete events", "mean hops", "p99 hops", "duplication", "relay"):
+    for col in ("variant", "hit ratio", "complete", "mean hops", "p99 hops", "dup.", "relay"):
         table.add_column(col, overflow="fold")
     for v in variants:
         s = summarize(sweep_dir / v["run_dir"])
-        table.add_row(v["run_dir"].split("/")[-1], *(f"{x:.4g}" if x is not None else "n/a" for x in (
+        table.add_row(" ".join(f"{k}={x}" for k, x in v["variant"].items()), *(f"{x:.4g}" if x is not None else "n/a" for x in (
             s["hit_ratio"], s["complete_event_ratio"], s["hops"]["mean"], s["hops"]["p99"],
             s["duplication_factor"], s["relay_ratio"])))
     console.print(table)
