@@ -452,6 +452,9 @@ class Experiment(Strict):
 
     @model_validator(mode="after")
     def _variants(self) -> Experiment:
+        labels = [variant_label(v) for v in self.sim.variants]
+        if len(set(labels)) < len(labels):
+            raise ValueError(f"sim.variants: two variants are the same ({', '.join(labels)})")
         for k, overrides in enumerate(self.sim.variants):
             if self.backend != "sim":
                 raise ValueError("sim.variants: only the sim backend forks a run into variants")

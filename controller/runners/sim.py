@@ -205,8 +205,6 @@ class SimRunner(Runner):
                 sim.call_at(w.start_s, lambda w=w: partition(w.nodes, True))
                 sim.call_at(w.end_s, lambda w=w: partition(w.nodes, False))
             if exp.sim.variants:
-                if len({variant_label(v) for v in exp.sim.variants}) < len(exp.sim.variants):
-                    raise plans.PlanError("sim.variants: two variants are the same")
                 # before the first publication (entries at one time run in the order scheduled)
                 sim.call_at(min((p.at_s for p in plan.publications), default=plan.end_s), fork_variants)
             rounds: dict[float, list[tuple[int, plans.Publication]]] = {}

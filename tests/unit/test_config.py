@@ -65,3 +65,16 @@ def test_unreadable_file(tmp_path):
         load_experiment(bad)
     with pytest.raises(ExperimentError, match="missing.yaml"):
         load_experiment(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize("variants, backend, expected", [
+    ([{"ring_size": 6}], "sim", "sim.variants[0]: 'ring_size' is not a dissemination parameter of poldercast"),
+    ([{"fanout": 2}, {"fanout": 1}], "sim", "sim.variants[1]: fanout must be at least 2"),
+    ([{"shortcut_source": "nope"}], "sim", "sim.variants[0]: shortcut_source: Input should be 'both', 'cyclon' or 'vicinity'"),
+    ([{"fanout": 3}, {"fanout": 3}], "sim", "sim.variants: two variants are the same"),
+    ([{"fanout": 3}], "local", "only the sim backend forks a run into variants"),
+])
+def test_variant_errors_name_the_variant_and_what_was_expected(variants, backend, expected):
+    with pytest.raises(ExperimentError) as err:
+        parse_experiment({"backend": backend, "protocol": {"name": "poldercast"}, "sim": {"variants": variants}})
+    assert expected in str(err.value)
