@@ -1,0 +1,107 @@
+"""`make bench-identity`: this tree against a baseline commit, side by side in one invocation.
+
+Runs the same ``sim`` experiments with the baseline's code and with this tree's (each its own
+process, alternating, ``--repeat`` times), and reports for each: the SHA-256 of the files a run
+writes (spans, snapshots, timeline, counters), whether they are byte-identical, and the wall
+time and peak RSS of both with their ratio. Used for refactors that must not change a run:
+
+    python bench/identity.py --baseline <commit> [--repeat 2]
+
+The baseline is checked out into a temporary git worktree and imported ahead of this tree
+(``PYTHONPATH``), with this tree's virtual environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run import RESULTS, ROOT, header, timed  # noqa: E402
+
+CASES = {
+    "gossip-quickstart-1000": ["experiments/quickstart.yaml", "--backend", "sim", "--set", "nodes.count=1000"],
+    "poldercast-e1-1000": ["experiments/poldercast-e1-convergence.yaml", "--set", "nodes.count=1000"],
+}
+FILES = ("traces/spans.parquet", "snapshots.jsonl", "timeline.jsonl", "stats.jsonl")
+
+
+def digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def run_case(tree: Path, args: list[str], out: Path) -> dict:
+    env_path = str(tree)
+    cmd = ["env", f"PYTHONPATH={env_path}", sys.executable, "-m", "controller.cli", "run",
+           str(ROOT / args[0]), *args[1:], "--out", str(out), "--no-analyze"]
+    r = timed(cmd)
+    r.pop("stdout")
+    [run_dir] = [p for p in out.iterdir() if p.is_dir()]
+    r["sha256"] = {name: digest(run_dir / name) for name in FILES}
+    return r
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--baseline", required=True, help="commit to compare against")
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--case", action="append", choices=sorted(CASES), help="default: all")
+    args = parser.parse_args()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    baseline = subprocess.run(["git", "rev-parse", args.baseline], cwd=ROOT, check=True,
+                              capture_output=True, text=True).stdout.strip()
+    current = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, check=True, capture_output=True,
+                             text=True).stdout.strip()
+    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "node", "controller"], cwd=ROOT,
+                                capture_output=True, text=True).stdout.strip())
+    cases = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        base_tree = Path(tmp) / "baseline"
+        subprocess.run(["git", "worktree", "add", "--detach", str(base_tree), baseline], cwd=ROOT, check=True,
+                       capture_output=True)
+        try:
+            for name in args.case or sorted(CASES):
+                runs: dict[str, list[dict]] = {"baseline": [], "current": []}
+                for k in range(args.repeat):
+                    for label, tree in (("baseline", base_tree), ("current", ROOT)):
+                        out = Path(tmp) / f"{name}-{label}-{k}"
+                        out.mkdir()
+                        runs[label].append(run_case(tree, CASES[name], out))
+                        print(f"{name} {label} #{k}: {runs[label][-1]['wall_s']} s", flush=True)
+                wall = {label: statistics.median(r["wall_s"] for r in rs) for label, rs in runs.items()}
+                rss = {label: statistics.median(r["peak_rss_mib"] for r in rs) for label, rs in runs.items()}
+                identical = {f: all(r["sha256"][f] == runs["baseline"][0]["sha256"][f] for rs in runs.values() for r in rs)
+                             for f in FILES}
+                cases[name] = {
+                    "command": "overlaylab run " + " ".join(CASES[name]),
+                    "identical": identical,
+                    "sha256": {label: rs[0]["sha256"] for label, rs in runs.items()},
+                    "wall_s": {label: [r["wall_s"] for r in rs] for label, rs in runs.items()},
+                    "peak_rss_mib": rss,
+                    "ratio_current_to_baseline": {"wall": round(wall["current"] / wall["baseline"], 3),
+                                                  "peak_rss": round(rss["current"] / rss["baseline"], 3)},
+                }
+                print(json.dumps({name: {k: cases[name][k] for k in ("identical", "ratio_current_to_baseline")}}), flush=True)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(base_tree)], cwd=ROOT, capture_output=True)
+    record = {**header("identity", "see cases"), "baseline": baseline, "current": current,
+              "current_uncommitted_changes": dirty, "cases": cases}
+    path = RESULTS / "identity.json"
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    main()
