@@ -18,8 +18,7 @@ from pydantic import (
     TypeAdapter, ValidationError, create_model, model_validator,
 )
 
-from node.core import protocol_config_class, protocol_names
-from node.core.base import dissemination_params
+from node.core import dissemination_params, protocol_config_class, protocol_names, protocol_spec
 
 
 class Strict(BaseModel):
@@ -466,9 +465,7 @@ class Experiment(Strict):
 
     def cycle_s(self) -> float:
         """The protocol's gossip period in seconds (for per-cycle overhead)."""
-        params = self.protocol.params
-        cyclon = getattr(params, "cyclon", params)
-        return getattr(cyclon, "cycle_ms", 1000.0) / 1000.0
+        return protocol_spec(self.protocol.name).cycle_s(self.protocol.params)
 
 
 def variant_params(protocol, overrides: dict[str, Any]):

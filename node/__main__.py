@@ -29,11 +29,13 @@ from node.transport.shell import PeerShell
 async def serve(cfg: dict) -> None:
     params = TypeAdapter(protocol_config_class(cfg["protocol"])).validate_python(cfg["params"])
     state_dir = Path(cfg["state_dir"]) if cfg.get("state_dir") else None
+    shared: dict = {}
     shells = [
         PeerShell(n, cfg["protocol"], params, cfg["seed"], cfg["run_id"],
                   Path(cfg["trace_dir"]) if cfg.get("trace_dir") else None, cfg.get("host", "127.0.0.1"),
                   state_dir / f"node-{n}.pickle" if state_dir else None, advertise=cfg.get("advertise"),
-                  otlp_endpoint=cfg.get("otlp_endpoint"), refuse_before_join=cfg.get("refuse_before_join", False))
+                  otlp_endpoint=cfg.get("otlp_endpoint"), refuse_before_join=cfg.get("refuse_before_join", False),
+                  shared=shared)
         for n in cfg["nodes"]
     ]
     fixed = cfg.get("ports", {})

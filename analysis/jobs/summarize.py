@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 from .. import metrics as m
 from .. import overlay, report, schemas
 from ..load import read_locust
+from ..protocols import analysis_for
 from ..spark import get_spark
 
 QUANTILES = [0.5, 0.9, 0.99]
@@ -69,23 +70,17 @@ def run(run_dir: str | Path, spark: SparkSession | None = None) -> dict:
     events.write.mode("overwrite").parquet(str(rd / "metrics" / "events.parquet"))
 
     subscriptions = {r["node"]: r["topics"] for r in _read_jsonl(rd / "subscriptions.jsonl")}
-    rings = overlay.RingConvergence(subscriptions, meta["started_ns"], meta["cycle_s"])
-    convergence, final = [], []
+    plugin = analysis_for(meta, subscriptions)
+    final: list[dict] = []
     for snapshot in overlay.snapshots_by_time(rd / "snapshots.jsonl"):
-        if (row := rings.add(snapshot)) is not None:
-            convergence.append(row)
+        plugin.add_snapshot(snapshot)
         final = snapshot
     stats = _read_jsonl(rd / "stats.jsonl")
     summary = summarize(meta, spans, dels, events, final, stats, subscriptions)
     if (rd / "fidelity.json").exists():
         summary["fidelity"] = json.loads((rd / "fidelity.json").read_text())
     summary["churn"] = churn_counts(_read_jsonl(rd / "timeline.jsonl"))
-    if convergence:
-        summary["protocol_metrics"]["ring_convergence"] = convergence
-        summary["protocol_metrics"]["rings_complete_pct"] = 100 - convergence[-1]["incomplete_rings_pct"]
-        summary["protocol_metrics"]["missing_links_pct"] = convergence[-1]["missing_links_pct"]
-        summary["protocol_metrics"]["rings_degree_by_subscriptions"] = overlay.rings_degree_by_subscriptions(final)
-        summary["protocol_metrics"]["convergence_by_size"] = rings.by_size()
+    summary["protocol_metrics"] = plugin.metrics(final)
     summary["skipped_publications"] = meta.get("skipped_publications", 0)
     series = m.timeseries(dels, pubs, meta["measure_start_ns"]).cache()
     series.write.mode("overwrite").parquet(str(rd / "metrics" / "timeseries.parquet"))
@@ -94,8 +89,9 @@ def run(run_dir: str | Path, spark: SparkSession | None = None) -> dict:
     hop_rows = _rows(m.hop_histogram(dels))
     summary["hop_histogram"] = {str(r["hops"]): r["count"] for r in hop_rows}
     summary["plots"] = report.write(rd, summary, latency_cdf(dels), hop_rows, events, series_rows)
+    summary["plots"].update(plugin.plots(rd / "plots", summary["protocol_metrics"]))
     (rd / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
-    report.write_html(rd, summary)
+    report.write_html(rd, summary, plugin.title, plugin.report_rows(summary["protocol_metrics"]))
     return summary
 
 

@@ -115,7 +115,7 @@ class SimRunner(Runner):
 
         def new_core(i: int):
             me = Descriptor(i, sim_addr(i), subs[i])
-            return create_protocol(exp.protocol.name, me, exp.protocol.params, random.Random(f"{exp.seed}:node:{i}"))
+            return create_protocol(exp.protocol.name, me, exp.protocol.params, random.Random(f"{exp.seed}:node:{i}"), sim.shared)
 
         def join(i: int, contacts: list[int], initial: bool = False) -> None:
             if i in alive:

@@ -1,7 +1,17 @@
-"""Sans-IO protocol cores. Importing this package registers every protocol by name."""
+"""Sans-IO protocol cores and the kit they are built from (``stack``, ``views``, the layers and
+rules). Importing this package registers every protocol by name, including those of the modules
+named in ``$OVERLAYLAB_PROTOCOLS``."""
 
 from . import gossip, poldercast  # noqa: F401  (register "gossip", "poldercast")
-from .base import Protocol, create_protocol, protocol_config_class, protocol_names, register_protocol
-from .types import *  # noqa: F403
+from .registry import (
+    ProtocolSpec, create_protocol, dissemination_params, load_plugins, protocol_config_class, protocol_names,
+    protocol_spec, register_protocol,
+)
+from .stack import Dissemination, ExchangeLayer, Layer, Stack
 
-__all__ = ["Protocol", "create_protocol", "protocol_config_class", "protocol_names", "register_protocol"]
+load_plugins()
+
+__all__ = [
+    "Dissemination", "ExchangeLayer", "Layer", "ProtocolSpec", "Stack", "create_protocol", "dissemination_params",
+    "load_plugins", "protocol_config_class", "protocol_names", "protocol_spec", "register_protocol",
+]

@@ -25,10 +25,12 @@ in [0, cycle) so that nodes stay unsynchronised.
 
 from __future__ import annotations
 
-import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .types import Descriptor, Gossip, NodeId, RemoteProtocolError, Send, LocalProtocolError
+from .stack import ExchangeLayer
+from .types import Action, Descriptor, Gossip, LocalProtocolError, NodeId
+from .views import age_all, pick_oldest
 
 LAYER = "cyclon"
 
@@ -53,69 +55,51 @@ class CyclonConfig:
             raise ValueError("cycle_ms and timeout_ms must be positive")
 
 
-class Cyclon:
-    """The CYCLON layer of one node. Its owner passes the node's current profile in ``me``."""
+class Cyclon(ExchangeLayer):
+    """The CYCLON layer of one node (the stack's profile is the one it sends)."""
 
-    def __init__(self, me: Descriptor, config: CyclonConfig, rng: random.Random) -> None:
-        self.me = me
+    name = LAYER
+
+    def __init__(self, config: CyclonConfig) -> None:
+        super().__init__(max_entries=config.shuffle_length, timeout_s=config.timeout_ms / 1000.0)
         self.config = config
-        self.rng = rng
-        self.view: dict[NodeId, Descriptor] = {}
-        self.pending: dict[NodeId, tuple[tuple[NodeId, ...], float]] = {}
-        self.late_replies = 0
 
     @property
     def period(self) -> float:
         return self.config.cycle_ms / 1000.0
 
-    def bootstrap(self, contacts: list[Descriptor]) -> None:
+    def bootstrap(self, contacts: Sequence[Descriptor]) -> None:
         self._merge([c.aged(0) for c in contacts], sent=())
 
-    def first_tick(self, now: float) -> float:
-        return now + self.rng.uniform(0.0, self.period)
-
-    def tick(self, now: float) -> list[Send]:
-        """One active cycle. Returns the shuffle request (or nothing with an empty view)."""
-        self.pending = {q: p for q, p in self.pending.items() if p[1] > now}
+    def tick(self, now: float) -> list[Action]:
+        """One active cycle: the shuffle request (or nothing with an empty view)."""
+        self.pending.prune(now)
         if not self.view:
             return []
-        for nid, d in self.view.items():
-            self.view[nid] = d.aged(d.age + 1)
-        oldest = max(d.age for d in self.view.values())
-        q = self.view.pop(self.rng.choice([n for n, d in self.view.items() if d.age == oldest]))
+        rng = self.stack.rng
+        age_all(self.view)
+        q = self.view.pop(pick_oldest(self.view, rng))
         others = list(self.view.values())
-        sent = self.rng.sample(others, min(self.config.shuffle_length - 1, len(others)))
-        self.pending[q.node_id] = (
-            tuple(d.node_id for d in sent),
-            now + self.config.timeout_ms / 1000.0,
-        )
-        entries = (self.me.aged(0), *sent)
-        return [Send(q.node_id, q.addr, Gossip(LAYER, self.me.aged(0), entries, reply=False))]
+        sent = rng.sample(others, min(self.config.shuffle_length - 1, len(others)))
+        return [self.request(q, (self.stack.me.aged(0), *sent), now, kept=tuple(d.node_id for d in sent))]
 
-    def on_gossip(self, src: NodeId, msg: Gossip, now: float) -> list[Send]:
-        if len(msg.entries) > self.config.shuffle_length:
-            raise RemoteProtocolError(
-                f"cyclon shuffle with {len(msg.entries)} entries (limit {self.config.shuffle_length})"
-            )
-        if msg.reply:
-            pending = self.pending.pop(src, None)
-            if pending is None or pending[1] < now:
-                self.late_replies += 1
-                return []
-            self._merge(msg.entries, sent=pending[0])
-            return []
+    def on_request(self, src: NodeId, msg: Gossip, now: float) -> list[Descriptor]:
         candidates = [d for d in self.view.values() if d.node_id != src]
-        reply = self.rng.sample(candidates, min(self.config.shuffle_length, len(candidates)))
+        reply = self.stack.rng.sample(candidates, min(self.config.shuffle_length, len(candidates)))
         self._merge(msg.entries, sent=tuple(d.node_id for d in reply))
-        return [Send(src, msg.sender.addr, Gossip(LAYER, self.me.aged(0), tuple(reply), reply=True))]
+        return reply
 
-    def _merge(self, entries: tuple[Descriptor, ...] | list[Descriptor], sent: tuple[NodeId, ...]) -> None:
+    def on_reply(self, msg: Gossip, kept: tuple[NodeId, ...], now: float) -> None:
+        self._merge(msg.entries, sent=kept)
+
+    def _merge(self, entries: Sequence[Descriptor], sent: tuple[NodeId, ...]) -> None:
         # Replace sent entries in the (random) order they were sent. Never iterate a set of ids
         # here: int hashes order a set by id, which would always spare the same nodes and skew
         # the in-degree badly.
+        me = self.stack.node_id
         replaceable = [n for n in reversed(sent) if n in self.view]
         for d in entries:
-            if d.node_id == self.me.node_id or d.node_id in self.view:
+            if d.node_id == me or d.node_id in self.view:
                 continue
             if len(self.view) >= self.config.view_size:
                 if not replaceable:
@@ -124,9 +108,7 @@ class Cyclon:
             self.view[d.node_id] = d
 
     def validate(self) -> None:
-        if self.me.node_id in self.view:
-            raise LocalProtocolError(f"node {self.me.node_id} has itself in its CYCLON view")
+        super().validate()
         if len(self.view) > self.config.view_size:
             raise LocalProtocolError(f"CYCLON view of {len(self.view)} > {self.config.view_size}")
-        if any(d.age < 0 or d.node_id != nid for nid, d in self.view.items()):
-            raise LocalProtocolError("CYCLON view entry with a negative age or a wrong key")
+

@@ -19,16 +19,13 @@ Invariants: the CYCLON invariants, and the duplicate filter never exceeds ``seen
 from __future__ import annotations
 
 import random
-from collections import OrderedDict
-from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from .base import Protocol, register_protocol
 from .cyclon import LAYER as CYCLON, Cyclon, CyclonConfig
-from .types import (
-    Action, Deliver, Descriptor, EventMsg, Gossip, LayerSnapshot, LocalProtocolError, Message,
-    NodeId, NodeSnapshot, Published, RemoteProtocolError, Send, SetTimer, Topic,
-)
+from .registry import ProtocolSpec, register_protocol
+from .stack import Dissemination, Stack
+from .types import Descriptor, EventMsg, NodeId
 
 
 @dataclass
@@ -51,76 +48,36 @@ class GossipConfig:
             raise ValueError("ttl and seen_capacity must be at least 1")
 
 
-class InterestGossip(Protocol):
-    DISSEMINATION_PARAMS = frozenset({"gamma", "ttl"})
+class InterestGossip(Dissemination):
+    """Forward to interested neighbours of ``layer``, to the others with probability γ."""
 
-    def __init__(self, me: Descriptor, config: GossipConfig, rng: random.Random) -> None:
-        super().__init__(me, config, rng)
-        self.cyclon = Cyclon(me, config.cyclon, rng)
-        self.seen: OrderedDict[str, None] = OrderedDict()
-        self.published = 0
+    name = "interest_gossip"
+    params = frozenset({"gamma", "ttl"})
 
-    def start(self, now: float, contacts: Sequence[Descriptor]) -> list[Action]:
-        self.active = True
-        self.cyclon.bootstrap(list(contacts))
-        return [SetTimer(CYCLON, self.cyclon.first_tick(now))]
+    def __init__(self, layer: str) -> None:
+        super().__init__()
+        self.layer = layer
 
-    def on_timer(self, name: str, now: float) -> list[Action]:
-        if name != CYCLON:
-            raise LocalProtocolError(f"unknown timer {name!r}")
-        if not self.active:
-            return []
-        self.cyclon.me = self.me
-        return [*self.cyclon.tick(now), SetTimer(CYCLON, now + self.cyclon.period)]
+    def relays(self, event: EventMsg) -> bool:
+        return event.hops < self.stack.config.ttl
 
-    def on_message(self, src: NodeId, msg: Message, now: float) -> list[Action]:
-        if not self.active:
-            return []
-        if isinstance(msg, Gossip):
-            if msg.layer != CYCLON:
-                raise RemoteProtocolError(f"gossip for unknown layer {msg.layer!r}")
-            self.cyclon.me = self.me
-            return list(self.cyclon.on_gossip(src, msg, now))
-        first = msg.event_id not in self.seen
-        actions: list[Action] = [Deliver(msg, src, first, msg.topic in self.me.topics)]
-        if first:
-            self._remember(msg.event_id)
-            if msg.hops < self.config.ttl:
-                actions += self._forward(msg, exclude=src)
-        return actions
-
-    def publish(self, topic: Topic, payload: bytes, now: float) -> list[Action]:
-        if not self.active:
-            raise LocalProtocolError("publish on a node that has left")
-        self.published += 1
-        event = EventMsg(f"{self.node_id}-{self.published}", topic, payload, self.node_id, 0)
-        self._remember(event.event_id)
-        return [Published(event), *self._forward(event, exclude=None)]
-
-    def _forward(self, event: EventMsg, exclude: NodeId | None) -> list[Action]:
-        copy = EventMsg(event.event_id, event.topic, event.payload, event.publisher, event.hops + 1)
-        gamma = self.config.gamma
+    def targets(self, event: EventMsg, sender: NodeId | None) -> list[tuple[NodeId, str]]:
+        gamma, rng, topic = self.stack.config.gamma, self.stack.rng, event.topic
         return [
-            Send(d.node_id, d.addr, copy)
-            for d in self.cyclon.view.values()
-            if d.node_id != exclude
-            and (event.topic in d.topics or gamma >= 1.0 or self.rng.random() < gamma)
+            (d.node_id, d.addr)
+            for d in self.stack.view(self.layer).values()
+            if d.node_id != sender and (topic in d.topics or gamma >= 1.0 or rng.random() < gamma)
         ]
 
-    def _remember(self, event_id: str) -> None:
-        self.seen[event_id] = None
-        if len(self.seen) > self.config.seen_capacity:
-            self.seen.popitem(last=False)
 
-    def snapshot(self) -> NodeSnapshot:
-        return NodeSnapshot(
-            self.node_id, sorted(self.me.topics), [LayerSnapshot(CYCLON, list(self.cyclon.view))]
-        )
-
-    def validate(self) -> None:
-        self.cyclon.validate()
-        if len(self.seen) > self.config.seen_capacity:
-            raise LocalProtocolError("duplicate filter over capacity")
+def build(me: Descriptor, config: GossipConfig, rng: random.Random, shared: dict[str, Any]) -> Stack:
+    return Stack(me, config, rng, [Cyclon(config.cyclon)], InterestGossip(CYCLON),
+                 seen_capacity=config.seen_capacity)
 
 
-register_protocol("gossip", InterestGossip, GossipConfig)
+register_protocol(ProtocolSpec(
+    "gossip", GossipConfig, build,
+    cycle_s=lambda c: c.cyclon.cycle_ms / 1000.0,
+    reply_timeout_s=lambda c: c.cyclon.timeout_ms / 1000.0,
+    dissemination_params=InterestGossip.params,
+))

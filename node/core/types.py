@@ -60,7 +60,20 @@ class EventMsg:
     hops: int
 
 
-Message = Gossip | EventMsg
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """A one-way message of an overlay layer: link requests and answers, heartbeats, random
+    walks. ``kind`` says which; ``entries``, ``topics`` and ``values`` carry what it needs."""
+
+    layer: str
+    kind: str
+    sender: Descriptor
+    entries: tuple[Descriptor, ...] = ()
+    topics: tuple[Topic, ...] = ()
+    values: tuple[int, ...] = ()
+
+
+Message = Gossip | EventMsg | Signal
 
 
 # --- actions (core -> driver) ---------------------------------------------------------------

@@ -15,10 +15,9 @@ import random
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
-from node.core.base import Protocol
-from node.core.types import (
-    Action, Deliver, Descriptor, EventMsg, Gossip, Published, RemoteProtocolError, Send, SetTimer,
-)
+from node.core.stack import Stack
+from node.core.types import Action, Descriptor, EventMsg, RemoteProtocolError, Send
+from node.interpret import LOST_TO_DEAD_PEER, MALFORMED, DROPPED_BY_LINK, SpanRecord, count_sent, interpret
 from node.links import LinkModel, LinkRule
 from node.transport import codec
 
@@ -68,13 +67,15 @@ class Simulation:
         validate: bool = False,
     ) -> None:
         self.now = 0.0
-        self.nodes: dict[int, Protocol] = {}
+        self.nodes: dict[int, Stack] = {}
         self.alive: set[int] = set()
         self.links = links if links is not None else LinkModel(list(link_rules), random.Random(f"{seed}:links"))
         self.wire_codec = wire_codec
         self.spans = spans if spans is not None else SpanColumns()
         self.validate = validate
         self.stats: dict[int, Counter] = {}
+        self.shared: dict = {}
+        """Handed to every core this simulation builds (``create_protocol``'s ``shared``)."""
         self._seed = seed
         self._queue: list[tuple] = []
         self._seq = 0
@@ -87,7 +88,7 @@ class Simulation:
 
     # --- set-up and scheduling --------------------------------------------------------------
 
-    def add_node(self, core: Protocol) -> None:
+    def add_node(self, core: Stack) -> None:
         self.nodes[core.node_id] = core
         self.stats[core.node_id] = Counter()
 
@@ -95,7 +96,7 @@ class Simulation:
         self.alive.add(node_id)
         self._execute(node_id, self.nodes[node_id].start(self.now, list(contacts)), None)
 
-    def replace_node(self, core: Protocol) -> None:
+    def replace_node(self, core: Stack) -> None:
         """Put a fresh core in place of a (stopped) node's old one; its counters carry on."""
         self.nodes[core.node_id] = core
 
@@ -167,7 +168,7 @@ class Simulation:
 
     def _deliver(self, src: int, dst: int, msg, parent_span: str | None) -> None:
         if dst not in self.alive:
-            self.stats[src]["lost_to_dead_peer"] += 1
+            self.stats[src][LOST_TO_DEAD_PEER] += 1
             if src in self.alive:  # the sender's transport sees the peer gone
                 self._execute(src, self.nodes[src].on_send_failed(dst, msg, self.now), parent_span)
             return
@@ -175,51 +176,42 @@ class Simulation:
         try:
             actions = core.on_message(src, msg, self.now)
         except RemoteProtocolError:
-            self.stats[dst]["malformed"] += 1
+            self.stats[dst][MALFORMED] += 1
             return
         self._execute(dst, actions, parent_span)
         if self.validate:
             core.validate()
 
     def _execute(self, node_id: int, actions: list[Action], parent_span: str | None) -> None:
-        stats = self.stats[node_id]
-        span = parent_span
-        for a in actions:
-            if isinstance(a, Send):
-                msg = a.msg
-                if self.wire_codec:
-                    msg, size = codec.roundtrip(msg, node_id)
-                else:
-                    size = codec.wire_size(msg, node_id) if isinstance(msg, Gossip) or self.links.bandwidth_kbps else 0
-                if isinstance(msg, Gossip):
-                    stats[f"msgs_sent.{msg.layer}"] += 1
-                    stats[f"bytes_sent.{msg.layer}"] += size
-                else:
-                    stats["events_sent"] += 1
-                delay = self.links.sample(node_id, a.dst, size, self.now)
-                if delay is None:
-                    stats["dropped_by_link"] += 1
-                    continue
-                self._push(self.now + delay, _MSG, (node_id, a.dst, msg, span))
-            elif isinstance(a, SetTimer):
-                self._timers[(node_id, a.name)] = a.at
-                self._push(a.at, _TIMER, (node_id, a.name))
-            elif isinstance(a, Deliver):
-                span = self._span(a.event, "receive", node_id, parent_span, a.src, a.first_copy, a.subscriber)
-                stats["events_received"] += 1
-                stats["duplicates"] += not a.first_copy
-            elif isinstance(a, Published):
-                span = self._span(a.event, "publish", node_id, None, None, True, a.event.topic in self.nodes[node_id].topics)
-                stats["events_published"] += 1
+        interpret(self.nodes[node_id], actions, self.stats[node_id], self, parent_span)
 
-    def _span(self, e: EventMsg, name: str, node: int, parent: str | None, src: int | None,
-              first: bool, subscriber: bool) -> str:
+    # --- ActionDriver ---------------------------------------------------------------------------
+
+    def send(self, node: int, a: Send, span: str | None) -> None:
+        msg = a.msg
+        if self.wire_codec:
+            msg, size = codec.roundtrip(msg, node)
+        else:
+            size = codec.wire_size(msg, node) if not isinstance(msg, EventMsg) or self.links.bandwidth_kbps else 0
+        count_sent(self.stats[node], msg, size)
+        delay = self.links.sample(node, a.dst, size, self.now)
+        if delay is None:
+            self.stats[node][DROPPED_BY_LINK] += 1
+            return
+        self._push(self.now + delay, _MSG, (node, a.dst, msg, span))
+
+    def set_timer(self, node: int, name: str, at: float) -> None:
+        self._timers[(node, name)] = at
+        self._push(at, _TIMER, (node, name))
+
+    def span(self, r: SpanRecord, parent: str | None) -> str:
+        e = r.event
         trace_id = self._trace_ids.get(e.event_id)
         if trace_id is None:
             trace_id = hashlib.blake2b(f"{self._seed}:{e.event_id}".encode(), digest_size=16).hexdigest()
             self._trace_ids[e.event_id] = trace_id
         self._span_seq += 1
         span_id = f"{self._span_seq:016x}"
-        self.spans.add(trace_id, span_id, parent, name, round(self.now * 1e9), node, src,
-                       e.event_id, e.topic, e.hops, first, subscriber)
+        self.spans.add(trace_id, span_id, parent, r.name, round(self.now * 1e9), r.node, r.src,
+                       e.event_id, e.topic, e.hops, r.first_copy, r.subscriber)
         return span_id

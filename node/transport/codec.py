@@ -7,12 +7,27 @@ shell, the simulator and the tests agree on them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
 from google.protobuf.message import DecodeError
 
 from node._gen.overlaylab.v1 import control_pb2, peer_pb2
 from node.core.types import (
-    Descriptor, EventMsg, Gossip, LayerSnapshot, Message, NodeSnapshot, RemoteProtocolError,
+    Descriptor, EventMsg, Gossip, LayerSnapshot, Message, NodeId, NodeSnapshot, RemoteProtocolError, Signal,
 )
+
+TraceIds = tuple[bytes, bytes]
+NO_TRACE: TraceIds = (b"", b"")
+
+
+class Incoming(NamedTuple):
+    """A decoded peer message: the message, the node that sent it, its trace context."""
+
+    msg: Message
+    src: NodeId
+    trace: TraceIds = NO_TRACE
 
 MAX_MESSAGE_BYTES = 1 << 20
 """Largest peer message accepted (bytes); larger ones are rejected and counted."""
@@ -26,53 +41,125 @@ MAX_NAME = 256
 
 
 def descriptor_to_pb(d: Descriptor) -> peer_pb2.NodeDescriptor:
-    return peer_pb2.NodeDescriptor(node_id=d.node_id, addr=d.addr, topics=sorted(d.topics), age=d.age,
-                                   priorities=dict(d.priorities))
+    return peer_pb2.NodeDescriptor(
+        node_id=d.node_id, addr=d.addr, topics=sorted(d.topics), age=d.age,
+        priorities=[peer_pb2.TopicPriority(topic=t, priority=p) for t, p in d.priorities],
+    )
 
 
 def descriptor_from_pb(pb: peer_pb2.NodeDescriptor) -> Descriptor:
     if len(pb.topics) > MAX_TOPICS or len(pb.priorities) > len(pb.topics):
         raise RemoteProtocolError(f"descriptor with {len(pb.topics)} topics, {len(pb.priorities)} priorities")
     _check_names(pb.addr, *pb.topics)
-    return Descriptor(pb.node_id, pb.addr, frozenset(pb.topics), pb.age, tuple(sorted(pb.priorities.items())))
+    priorities = tuple((p.topic, p.priority) for p in pb.priorities)
+    if len({t for t, _ in priorities}) < len(priorities):
+        raise RemoteProtocolError("descriptor with a topic priority given twice")
+    return Descriptor(pb.node_id, pb.addr, frozenset(pb.topics), pb.age, priorities)
 
 
-def gossip_to_pb(m: Gossip) -> peer_pb2.GossipMessage:
+def _sender(pb: Any, what: str) -> Descriptor:
+    if not pb.HasField("sender"):
+        raise RemoteProtocolError(f"{what} without a sender")
+    return descriptor_from_pb(pb.sender)
+
+
+def _entries(pb: Any) -> tuple[Descriptor, ...]:
+    if len(pb.entries) > MAX_ENTRIES:
+        raise RemoteProtocolError(f"message with {len(pb.entries)} entries (limit {MAX_ENTRIES})")
+    return tuple(descriptor_from_pb(d) for d in pb.entries)
+
+
+def gossip_to_pb(m: Gossip, sender: int = 0, trace: TraceIds = NO_TRACE) -> peer_pb2.GossipMessage:
     return peer_pb2.GossipMessage(
         layer=m.layer, sender=descriptor_to_pb(m.sender),
         entries=[descriptor_to_pb(d) for d in m.entries], reply=m.reply,
     )
 
 
-def gossip_from_pb(pb: peer_pb2.GossipMessage) -> Gossip:
-    if not pb.layer or not pb.HasField("sender"):
-        raise RemoteProtocolError("gossip message without layer or sender")
-    if len(pb.entries) > MAX_ENTRIES:
-        raise RemoteProtocolError(f"gossip message with {len(pb.entries)} entries")
+def gossip_from_pb(pb: peer_pb2.GossipMessage) -> Incoming:
+    if not pb.layer:
+        raise RemoteProtocolError("gossip message without a layer")
     _check_names(pb.layer)
-    return Gossip(
-        pb.layer, descriptor_from_pb(pb.sender),
-        tuple(descriptor_from_pb(d) for d in pb.entries), pb.reply,
+    sender = _sender(pb, "gossip message")
+    return Incoming(Gossip(pb.layer, sender, _entries(pb), pb.reply), sender.node_id)
+
+
+def signal_to_pb(m: Signal, sender: int = 0, trace: TraceIds = NO_TRACE) -> peer_pb2.SignalMessage:
+    return peer_pb2.SignalMessage(
+        layer=m.layer, kind=m.kind, sender=descriptor_to_pb(m.sender),
+        entries=[descriptor_to_pb(d) for d in m.entries], topics=list(m.topics), values=list(m.values),
     )
 
 
-def event_to_pb(m: EventMsg, sender: int, trace_id: bytes = b"", span_id: bytes = b"") -> peer_pb2.EventMessage:
+def signal_from_pb(pb: peer_pb2.SignalMessage) -> Incoming:
+    if not pb.layer or not pb.kind:
+        raise RemoteProtocolError("signal without a layer or a kind")
+    if len(pb.topics) > MAX_TOPICS or len(pb.values) > MAX_ENTRIES:
+        raise RemoteProtocolError(f"signal with {len(pb.topics)} topics, {len(pb.values)} values")
+    _check_names(pb.layer, pb.kind, *pb.topics)
+    sender = _sender(pb, "signal")
+    return Incoming(Signal(pb.layer, pb.kind, sender, _entries(pb), tuple(pb.topics), tuple(pb.values)),
+                    sender.node_id)
+
+
+def event_to_pb(m: EventMsg, sender: int, trace: TraceIds = NO_TRACE) -> peer_pb2.EventMessage:
     return peer_pb2.EventMessage(
         event_id=m.event_id, topic=m.topic, payload=m.payload, hops=m.hops,
         publisher=m.publisher, sender=sender,
-        trace=peer_pb2.TraceContext(trace_id=trace_id, span_id=span_id),
+        trace=peer_pb2.TraceContext(trace_id=trace[0], span_id=trace[1]),
     )
 
 
-def event_from_pb(pb: peer_pb2.EventMessage) -> EventMsg:
+def event_from_pb(pb: peer_pb2.EventMessage) -> Incoming:
     if not pb.event_id or not pb.topic or pb.hops < 1:
         raise RemoteProtocolError("event without id or topic, or with hop count 0")
     _check_names(pb.event_id, pb.topic)
-    return EventMsg(pb.event_id, pb.topic, pb.payload, pb.publisher, pb.hops)
+    return Incoming(EventMsg(pb.event_id, pb.topic, pb.payload, pb.publisher, pb.hops), pb.sender,
+                    (pb.trace.trace_id, pb.trace.span_id))
 
 
-def to_pb(m: Message, sender: int) -> peer_pb2.GossipMessage | peer_pb2.EventMessage:
-    return gossip_to_pb(m) if isinstance(m, Gossip) else event_to_pb(m, sender)
+@dataclass(frozen=True)
+class WireType:
+    """How one core message type travels: its protobuf class, the Peer RPC that carries it and
+    whether the RPC's response is a message of the same type (request/reply) or an Ack."""
+
+    core: type
+    pb: type
+    rpc: str
+    encode: Callable[[Any, int, TraceIds], Any]
+    """(message, sending node, trace context of the sender's span) -> protobuf."""
+    decode: Callable[[Any], Incoming]
+    """protobuf -> the message, who sent it and its trace context; RemoteProtocolError if bad."""
+    exchange: bool = False
+    """Request/reply: the partner's reply travels back as the response."""
+
+
+WIRE_TYPES = (
+    WireType(Gossip, peer_pb2.GossipMessage, "Exchange", gossip_to_pb, gossip_from_pb, exchange=True),
+    WireType(EventMsg, peer_pb2.EventMessage, "Forward", event_to_pb, event_from_pb),
+    WireType(Signal, peer_pb2.SignalMessage, "Signal", signal_to_pb, signal_from_pb),
+)
+"""Every message type of the Peer service, registered once: the shell serves and calls these
+RPCs, the simulator round-trips through them, the tests fuzz each."""
+_BY_CORE = {w.core: w for w in WIRE_TYPES}
+
+
+def wire_type(m: Message) -> WireType:
+    return _BY_CORE[type(m)]
+
+
+def is_reply(m: Message) -> bool:
+    """A message that answers an exchange (travels as the response of the request's call)."""
+    return isinstance(m, Gossip) and m.reply
+
+
+def encode(m: Message, sender: int, trace: TraceIds = NO_TRACE) -> bytes:
+    return wire_type(m).encode(m, sender, trace).SerializeToString()
+
+
+def decode(wire: WireType, data: bytes) -> Incoming:
+    """Parse and check ``data`` as a message of ``wire``; RemoteProtocolError if it is bad."""
+    return wire.decode(parse(wire.pb, data))
 
 
 def parse(pb_class: type, data: bytes):
@@ -91,7 +178,7 @@ def wire_size(m: Message, sender: int) -> int:
     """Encoded size in bytes. Gossip sizes are summed from cached per-descriptor sizes (the same
     descriptors travel again and again), with protobuf's framing arithmetic."""
     if not isinstance(m, Gossip):
-        return to_pb(m, sender).ByteSize()
+        return wire_type(m).encode(m, sender, NO_TRACE).ByteSize()
     size = _field(len(m.layer.encode())) if m.layer else 0
     size += _field(_descriptor_size(m.sender)) + sum(_field(_descriptor_size(d)) for d in m.entries)
     return size + (2 if m.reply else 0)
@@ -136,10 +223,9 @@ def _varint_len(n: int) -> int:
 def roundtrip(m: Message, sender: int) -> tuple[Message, int]:
     """Encode and decode ``m`` as the wire would (the simulator's codec check).
     Returns the decoded message and its size in bytes."""
-    data = to_pb(m, sender).SerializeToString()
-    if isinstance(m, Gossip):
-        return gossip_from_pb(parse(peer_pb2.GossipMessage, data)), len(data)
-    return event_from_pb(parse(peer_pb2.EventMessage, data)), len(data)
+    wire = wire_type(m)
+    data = wire.encode(m, sender, NO_TRACE).SerializeToString()
+    return decode(wire, data).msg, len(data)
 
 
 def snapshot_to_pb(s: NodeSnapshot) -> control_pb2.Snapshot:

@@ -5,10 +5,13 @@ name. Peer messages arrive as raw bytes (the handlers do their own decoding), so
 oversized message is rejected with INVALID_ARGUMENT, counted in ``malformed`` and logged; it
 never reaches the core, and never stops the peer.
 
-Push-pull gossip maps onto one unary call: the initiator's ``Send`` of a request becomes an
-``Exchange`` call; the partner feeds the request to its core, and the reply ``Send`` it returns
-becomes the call's response. Event copies are ``Forward`` calls carrying the sender's span
-context. Link emulation (:mod:`node.links`) delays or drops each message at send time.
+Every peer message type is served and sent through the codec's registry
+(``codec.WIRE_TYPES``): a request/reply type maps onto one unary call (the initiator's ``Send``
+of a request becomes the call; the partner feeds the request to its core, and the reply
+``Send`` it returns becomes the call's response); a one-way type is a call answered with an
+empty Ack. Event copies carry the sender's span context. Actions are carried out by
+:func:`node.interpret.interpret`, the simulator's interpreter too. Link emulation
+(:mod:`node.links`) delays or drops each message at send time.
 """
 
 from __future__ import annotations
@@ -24,13 +27,11 @@ from pathlib import Path
 
 import grpc
 
-from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc, peer_pb2, peer_pb2_grpc
-from node.core import create_protocol
-from node.core.base import Protocol
-from node.core.types import (
-    Action, Deliver, Descriptor, EventMsg, Gossip, LocalProtocolError, Published, RemoteProtocolError, Send,
-    SetTimer,
-)
+from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc, peer_pb2
+from node.core import create_protocol, protocol_spec
+from node.core.stack import Stack
+from node.core.types import Action, Descriptor, EventMsg, LocalProtocolError, Published, RemoteProtocolError, Send
+from node.interpret import DROPPED_BY_LINK, MALFORMED, SEND_FAILED, SpanRecord, count_sent, interpret
 from node.links import LinkModel, LinkRule
 
 from . import codec
@@ -52,7 +53,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
     def __init__(self, node_id: int, protocol: str, params, seed: int, run_id: str,
                  trace_dir: Path | None, host: str = "127.0.0.1", state_path: Path | None = None, *,
                  advertise: str | None = None, otlp_endpoint: str | None = None,
-                 refuse_before_join: bool = False) -> None:
+                 refuse_before_join: bool = False, shared: dict | None = None) -> None:
         self.node_id = node_id
         self.protocol_name = protocol
         self.params = params
@@ -67,9 +68,12 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         self.telemetry = PeerTelemetry(run_id, node_id, protocol, trace_dir, otlp_endpoint)
         self.stats: Counter[str] = Counter()
         self.links = LinkModel([], random.Random(f"{seed}:links:{node_id}"))
-        self.core: Protocol | None = None
+        self.core: Stack | None = None
+        self.shared = {} if shared is None else shared
+        """Handed to the core (``create_protocol``); the peers of one process share it."""
+        self.reply_timeout_s = protocol_spec(protocol).reply_timeout_s(params)
         self.server: grpc.aio.Server | None = None
-        self._channels: dict[str, tuple[grpc.aio.Channel, peer_pb2_grpc.PeerStub]] = {}
+        self._channels: dict[str, grpc.aio.Channel] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task] = set()
         self.addr = ""
@@ -84,11 +88,9 @@ class PeerShell(control_pb2_grpc.ControlServicer):
             ("grpc.max_receive_message_length", 4 * limit), ("grpc.so_reuseport", 0),
         ])
         raw = dict(request_deserializer=None, response_serializer=None)
-        self.server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(SERVICE, {
-            "Exchange": grpc.unary_unary_rpc_method_handler(self._rpc_exchange, **raw),
-            "Forward": grpc.unary_unary_rpc_method_handler(self._rpc_forward, **raw),
-            "Ping": grpc.unary_unary_rpc_method_handler(self._rpc_ping, **raw),
-        })])
+        handlers = {w.rpc: grpc.unary_unary_rpc_method_handler(self._handler(w), **raw) for w in codec.WIRE_TYPES}
+        handlers["Ping"] = grpc.unary_unary_rpc_method_handler(self._rpc_ping, **raw)
+        self.server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(SERVICE, handlers)])
         control_pb2_grpc.add_ControlServicer_to_server(self, self.server)
         port = self.server.add_insecure_port(f"{self.host}:{port}")
         await self.server.start()
@@ -99,7 +101,8 @@ class PeerShell(control_pb2_grpc.ControlServicer):
             self.core.me = Descriptor(self.node_id, self.addr, self.core.me.topics, 0, self.core.me.priorities)
             self.stats["restored_state"] += 1
         else:
-            self.core = create_protocol(self.protocol_name, me, self.params, random.Random(f"{self.seed}:node:{self.node_id}"))
+            self.core = create_protocol(self.protocol_name, me, self.params, random.Random(f"{self.seed}:node:{self.node_id}"),
+                                        self.shared)
         return port
 
     def checkpoint(self) -> None:
@@ -115,7 +118,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
             t.cancel()
         if self.server is not None:
             await self.server.stop(grace=0.5)
-        for channel, _ in self._channels.values():
+        for channel in self._channels.values():
             await channel.close()
         self.telemetry.shutdown()
 
@@ -126,39 +129,30 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         return asyncio.get_running_loop().time()
 
     def _execute(self, actions: list[Action], parent=None, reply_to: int | None = None, links=()):
-        """Carry out ``actions``; returns the reply Gossip addressed to ``reply_to``, if any.
-        ``links``: span contexts the publish span links to (the load generator's request)."""
-        reply = None
-        span = parent
-        for a in actions:
-            if isinstance(a, Send):
-                if reply_to is not None and isinstance(a.msg, Gossip) and a.msg.reply and a.dst == reply_to:
-                    reply = a.msg
-                else:
-                    self._spawn(self._send(a, span))
-            elif isinstance(a, SetTimer):
-                old = self._timers.pop(a.name, None)
-                if old is not None:
-                    old.cancel()
-                self._timers[a.name] = asyncio.get_running_loop().call_at(a.at, self._on_timer, a.name)
-            elif isinstance(a, Deliver):
-                self.stats["events_received"] += 1
-                self.stats["duplicates"] += not a.first_copy
-                span = self.telemetry.span("receive", parent, self._attributes(a.event, a.src, a.first_copy, a.subscriber))
-            elif isinstance(a, Published):
-                self.stats["events_published"] += 1
-                span = self.telemetry.span("publish", None, self._attributes(a.event, None, True, a.event.topic in self.core.topics),
-                                           links=links)
+        """Carry out ``actions``; returns the reply addressed to ``reply_to``, if any (it travels
+        as the response of the call being served). ``links``: span contexts the publish span
+        links to (the load generator's request)."""
+        self._reply_to, self._reply, self._links = reply_to, None, links
+        interpret(self.core, actions, self.stats, self, parent)
+        reply, self._reply_to, self._reply, self._links = self._reply, None, None, ()
         return reply
 
-    def _attributes(self, e: EventMsg, src: int | None, first: bool, subscriber: bool) -> dict:
-        attrs = {
-            "pubsub.event_id": e.event_id, "pubsub.topic": e.topic, "pubsub.node": self.node_id,
-            "pubsub.hops": e.hops, "pubsub.first_copy": first, "pubsub.subscriber": subscriber,
-        }
-        if src is not None:
-            attrs["pubsub.from"] = src
-        return attrs
+    # --- ActionDriver (node.interpret) ----------------------------------------------------------
+
+    def send(self, node: int, a: Send, span) -> None:
+        if self._reply_to is not None and a.dst == self._reply_to and codec.is_reply(a.msg):
+            self._reply = a.msg
+        else:
+            self._spawn(self._send(a, span))
+
+    def set_timer(self, node: int, name: str, at: float) -> None:
+        old = self._timers.pop(name, None)
+        if old is not None:
+            old.cancel()
+        self._timers[name] = asyncio.get_running_loop().call_at(at, self._on_timer, name)
+
+    def span(self, r: SpanRecord, parent):
+        return self.telemetry.span(r.name, parent, span_attributes(r), links=self._links if r.name == "publish" else ())
 
     def _on_timer(self, name: str) -> None:
         self._timers.pop(name, None)
@@ -170,43 +164,38 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _count_gossip(self, msg: Gossip, size: int) -> None:
-        self.stats[f"msgs_sent.{msg.layer}"] += 1
-        self.stats[f"bytes_sent.{msg.layer}"] += size
+    def _channel(self, addr: str) -> grpc.aio.Channel:
+        channel = self._channels.get(addr)
+        if channel is None:
+            channel = self._channels[addr] = grpc.aio.insecure_channel(addr, options=CHANNEL_OPTIONS)
+        return channel
 
-    def _stub(self, addr: str) -> peer_pb2_grpc.PeerStub:
-        entry = self._channels.get(addr)
-        if entry is None:
-            channel = grpc.aio.insecure_channel(addr, options=CHANNEL_OPTIONS)
-            entry = self._channels[addr] = (channel, peer_pb2_grpc.PeerStub(channel))
-        return entry[1]
+    def _call(self, addr: str, rpc: str):
+        return self._channel(addr).unary_unary(f"/{SERVICE}/{rpc}")
 
     async def _send(self, a: Send, span) -> None:
-        # Sizes are needed for gossip byte counts and for bandwidth emulation; an event copy is
+        # Sizes are needed for layer byte counts and for bandwidth emulation; an event copy is
         # not encoded twice just to be measured otherwise.
-        gossip = isinstance(a.msg, Gossip)
-        size = codec.wire_size(a.msg, self.node_id) if gossip or self.links.bandwidth_kbps else 0
-        if gossip:
-            self._count_gossip(a.msg, size)
-        else:
-            self.stats["events_sent"] += 1
+        event = isinstance(a.msg, EventMsg)
+        size = codec.wire_size(a.msg, self.node_id) if not event or self.links.bandwidth_kbps else 0
+        count_sent(self.stats, a.msg, size)
         delay = self.links.sample(self.node_id, a.dst, size, self.now)
         if delay is None:
-            self.stats["dropped_by_link"] += 1
+            self.stats[DROPPED_BY_LINK] += 1
             return
         if delay:
             await asyncio.sleep(delay)
-        stub = self._stub(a.addr)
+        wire = codec.wire_type(a.msg)
+        data = codec.encode(a.msg, self.node_id, context_bytes(span) if event else codec.NO_TRACE)
         try:
-            if isinstance(a.msg, Gossip):
-                timeout = getattr(getattr(self.params, "cyclon", self.params), "timeout_ms", 1000.0) / 1000.0
-                response = await stub.Exchange(codec.gossip_to_pb(a.msg), timeout=timeout + 1.0)
-                self._receive(a.dst, codec.gossip_from_pb(response), None)
+            if wire.exchange:
+                response = await self._call(a.addr, wire.rpc)(data, timeout=self.reply_timeout_s + 1.0)
+                reply = codec.decode(wire, response)
+                self._receive(a.dst, reply.msg, None)
             else:
-                trace_id, span_id = context_bytes(span)
-                await stub.Forward(codec.event_to_pb(a.msg, self.node_id, trace_id, span_id), timeout=10.0)
+                await self._call(a.addr, wire.rpc)(data, timeout=10.0)
         except grpc.aio.AioRpcError as e:
-            self.stats["send_failed"] += 1
+            self.stats[SEND_FAILED] += 1
             log.debug("node %d: send to %d failed: %s", self.node_id, a.dst, e.code())
             self._execute(self.core.on_send_failed(a.dst, a.msg, self.now), span)
         except RemoteProtocolError as e:
@@ -221,7 +210,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         return self._execute(actions, parent, reply_to)
 
     def _reject(self, src, err: Exception) -> None:
-        self.stats["malformed"] += 1
+        self.stats[MALFORMED] += 1
         log.warning("node %d: rejected a message from %s: %s", self.node_id, src, err)
 
     # --- peer service (raw bytes in, raw bytes out) -----------------------------------------
@@ -231,39 +220,38 @@ class PeerShell(control_pb2_grpc.ControlServicer):
             self.stats["refused_before_join"] += 1
             await context.abort(grpc.StatusCode.UNAVAILABLE, "not joined")
 
-    async def _rpc_exchange(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
-        await self._refuse_if_down(context)
-        try:
-            msg = codec.gossip_from_pb(codec.parse(peer_pb2.GossipMessage, data))
-            if msg.reply:
-                raise RemoteProtocolError("an Exchange request marked as a reply")
-        except RemoteProtocolError as e:
-            self._reject(context.peer(), e)
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        src = msg.sender.node_id
-        reply = self._receive(src, msg, None, reply_to=src)
-        if reply is None:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "no reply")
-        data = codec.gossip_to_pb(reply).SerializeToString()
-        self._count_gossip(reply, len(data))
-        delay = self.links.sample(self.node_id, src, len(data), self.now)
+    def _handler(self, wire: codec.WireType):
+        """The server side of one registered message type."""
+        async def handle(data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+            await self._refuse_if_down(context)
+            try:
+                incoming = codec.decode(wire, data)
+                if codec.is_reply(incoming.msg):
+                    raise RemoteProtocolError(f"a {wire.rpc} request marked as a reply")
+            except RemoteProtocolError as e:
+                self._reject(context.peer(), e)
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+            parent = remote_parent(*incoming.trace)
+            if not wire.exchange:
+                self._receive(incoming.src, incoming.msg, parent)
+                return b""
+            reply = self._receive(incoming.src, incoming.msg, parent, reply_to=incoming.src)
+            if reply is None:
+                await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "no reply")
+            return await self._respond(reply, incoming.src, context)
+        return handle
+
+    async def _respond(self, reply, dst: int, context: grpc.aio.ServicerContext) -> bytes:
+        """Send ``reply`` as the response: counted and through the link emulation like any send."""
+        data = codec.encode(reply, self.node_id)
+        count_sent(self.stats, reply, len(data))
+        delay = self.links.sample(self.node_id, dst, len(data), self.now)
         if delay is None:
-            self.stats["dropped_by_link"] += 1
+            self.stats[DROPPED_BY_LINK] += 1
             await context.abort(grpc.StatusCode.UNAVAILABLE, "reply lost (link emulation)")
         if delay:
             await asyncio.sleep(delay)
         return data
-
-    async def _rpc_forward(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
-        await self._refuse_if_down(context)
-        try:
-            pb = codec.parse(peer_pb2.EventMessage, data)
-            msg = codec.event_from_pb(pb)
-        except RemoteProtocolError as e:
-            self._reject(context.peer(), e)
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        self._receive(pb.sender, msg, remote_parent(pb.trace.trace_id, pb.trace.span_id))
-        return b""
 
     async def _rpc_ping(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
         received = time.time_ns()
@@ -298,7 +286,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         except LocalProtocolError as e:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
         link = remote_parent(request.trace_id, request.span_id)
-        self._execute(actions, links=[link] if link else [])
+        self._execute(actions, links=[link] if link else ())
         event = next(a.event for a in actions if isinstance(a, Published))
         return control_pb2.PublishReply(event_id=event.event_id)
 
@@ -324,7 +312,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
     async def ProbeLink(self, request, context):
         """Send ``count`` probes to the node through the link emulation, ``interval_ms`` apart;
         report the one-way delays of those that arrived (same host clock on both ends)."""
-        stub = self._stub(request.addr)
+        ping = self._call(request.addr, "Ping")
         size = peer_pb2.Probe(seq=1).ByteSize()
 
         async def probe(seq: int) -> float | None:
@@ -335,7 +323,8 @@ class PeerShell(control_pb2_grpc.ControlServicer):
                 return None
             await asyncio.sleep(delay)
             try:
-                ack = await stub.Ping(peer_pb2.Probe(seq=seq), timeout=10.0)
+                ack = peer_pb2.ProbeAck.FromString(
+                    await ping(peer_pb2.Probe(seq=seq).SerializeToString(), timeout=10.0))
             except grpc.aio.AioRpcError:
                 return None
             return (ack.received_unix_nano - sent) / 1e6
@@ -352,3 +341,15 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         dropped = await asyncio.get_running_loop().run_in_executor(None, self.telemetry.flush)
         self.stats["spans_dropped"] = dropped
         return peer_pb2.Ack()
+
+
+def span_attributes(r: SpanRecord) -> dict:
+    """A span record as OpenTelemetry attributes (ARCHITECTURE.md, "Traces")."""
+    e = r.event
+    attrs = {
+        "pubsub.event_id": e.event_id, "pubsub.topic": e.topic, "pubsub.node": r.node,
+        "pubsub.hops": e.hops, "pubsub.first_copy": r.first_copy, "pubsub.subscriber": r.subscriber,
+    }
+    if r.src is not None:
+        attrs["pubsub.from"] = r.src
+    return attrs

@@ -22,10 +22,10 @@ async def _scenario(tmp_path):
         for port in ports:
             async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
                 await control_pb2_grpc.ControlStub(ch).Join(control_pb2.JoinRequest(topics=["a"]), timeout=5)
-        core = shells[0].core
+        rings = shells[0].core.layers["rings"]
         crashed, standby = (Descriptor(i, shells[i].addr, frozenset({"a"})) for i in (1, 2))
-        core.rings_nbr = {1: crashed, 2: standby}
-        core.succ["a"], core.pred["a"] = [1, 2], []
+        rings.view = {1: crashed, 2: standby}
+        rings.succ["a"], rings.pred["a"] = [1, 2], []
         await shells[1].stop()
 
         async with grpc.aio.insecure_channel(f"127.0.0.1:{ports[0]}") as ch:
@@ -36,7 +36,7 @@ async def _scenario(tmp_path):
             await asyncio.sleep(0.05)
         assert shells[0].stats["send_failed"] == 1
         assert shells[2].stats["events_received"] == 1
-        assert core.succ["a"] == [2] and 1 not in core.rings_nbr
+        assert rings.succ["a"] == [2] and 1 not in rings.view
     finally:
         for s in (shells[0], shells[2]):
             await s.stop()

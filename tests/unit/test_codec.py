@@ -2,18 +2,23 @@ import pytest
 
 from node._gen.overlaylab.v1 import peer_pb2
 from node.core.types import (
-    Descriptor, EventMsg, Gossip, LayerSnapshot, NodeSnapshot, RemoteProtocolError,
+    Descriptor, EventMsg, Gossip, LayerSnapshot, NodeSnapshot, RemoteProtocolError, Signal,
 )
 from node.transport import codec
 
 D = Descriptor(7, "127.0.0.1:5000", frozenset({"a", "b"}), 3)
+# priorities in an order that is not sorted: the wire keeps the sender's order
+P = Descriptor(9, "h:1", frozenset({"a", "b", "c"}), 0, (("c", 4), ("a", 2), ("b", 3)))
 
 # One table drives both directions (h11's SIMPLE_CASES style).
 CASES = [
     Gossip("cyclon", D, (), False),
     Gossip("cyclon", D, (D, Descriptor(8, "x:1")), True),
+    Gossip("vicinity", P, (P, D), False),
     EventMsg("7-1", "a", b"payload", 7, 1),
     EventMsg("7-2", "b", b"", 9, 200),
+    Signal("spidercast", "connect", D, topics=("a", "b")),
+    Signal("walk", "step", P, (D, P), ("t",), (5, -1, 2**40)),
 ]
 
 
@@ -24,6 +29,20 @@ def test_roundtrip(msg):
     assert size == codec.wire_size(msg, 7) > 0
 
 
+def test_every_message_type_is_registered_once_with_its_own_rpc():
+    types = {type(m) for m in CASES}
+    assert {w.core for w in codec.WIRE_TYPES} == types
+    assert len({w.rpc for w in codec.WIRE_TYPES}) == len(codec.WIRE_TYPES)
+    assert [w.rpc for w in codec.WIRE_TYPES if w.exchange] == ["Exchange"]
+
+
+def test_a_priority_given_twice_is_a_remote_error():
+    pb = codec.descriptor_to_pb(P)
+    pb.priorities[1].topic = "c"
+    with pytest.raises(RemoteProtocolError, match="twice"):
+        codec.descriptor_from_pb(pb)
+
+
 def test_snapshot_roundtrip():
     s = NodeSnapshot(3, ["a"], [LayerSnapshot("cyclon", [1, 2]), LayerSnapshot("rings", [4], {"a": [4, 5]})])
     assert codec.snapshot_from_pb(codec.snapshot_to_pb(s)) == s
@@ -32,7 +51,7 @@ def test_snapshot_roundtrip():
 @pytest.mark.parametrize("data", [b"\xff\xff\xff", b"\x0a\x05ab", b"\x12\xff\x01"])
 def test_garbage_bytes_are_remote_errors(data):
     with pytest.raises(RemoteProtocolError):
-        codec.gossip_from_pb(codec.parse(peer_pb2.GossipMessage, data))
+        codec.decode(codec.wire_type(CASES[0]), data)
 
 
 def test_oversized_message_is_rejected_before_parsing():
@@ -53,6 +72,17 @@ def test_invalid_gossip_is_a_remote_error(pb):
 
 
 @pytest.mark.parametrize("pb", [
+    peer_pb2.SignalMessage(kind="k", sender=peer_pb2.NodeDescriptor()),      # no layer
+    peer_pb2.SignalMessage(layer="l", sender=peer_pb2.NodeDescriptor()),     # no kind
+    peer_pb2.SignalMessage(layer="l", kind="k"),                             # no sender
+    peer_pb2.SignalMessage(layer="l", kind="k", sender=peer_pb2.NodeDescriptor(), values=[1] * (codec.MAX_ENTRIES + 1)),
+])
+def test_invalid_signal_is_a_remote_error(pb):
+    with pytest.raises(RemoteProtocolError):
+        codec.signal_from_pb(pb)
+
+
+@pytest.mark.parametrize("pb", [
     peer_pb2.EventMessage(topic="a", hops=1),           # no id
     peer_pb2.EventMessage(event_id="e", hops=1),        # no topic
     peer_pb2.EventMessage(event_id="e", topic="a"),     # hop 0 on the wire
@@ -65,7 +95,7 @@ def test_invalid_event_is_a_remote_error(pb):
 def test_gossip_size_arithmetic_matches_protobuf():
     big = Descriptor(2**40, "h" * 300, frozenset(f"t{i}" for i in range(200)), 7, tuple((f"t{i}", i % 5) for i in range(0, 200, 3)))
     for msg in (Gossip("cyclon", D, (), False), Gossip("rings", big, (D, big) * 5, True), Gossip("", D, (D,), False)):
-        assert codec.wire_size(msg, 1) == codec.to_pb(msg, 1).ByteSize()
+        assert codec.wire_size(msg, 1) == len(codec.encode(msg, 1))
 
 
 def test_heavy_social_subscriber_fits_and_more_topics_are_rejected():

@@ -5,7 +5,9 @@ import statistics
 import networkx as nx
 import pytest
 
+from node.core import create_protocol
 from node.core.cyclon import Cyclon, CyclonConfig
+from node.core.gossip import GossipConfig
 from node.core.types import Descriptor, Gossip, LocalProtocolError, RemoteProtocolError, Send
 from tests.helpers import gossip_network
 
@@ -14,11 +16,18 @@ def d(i: int, age: int = 0) -> Descriptor:
     return Descriptor(i, f"n{i}", age=age)
 
 
+def cyclon(me: Descriptor, cfg: CyclonConfig, rng: random.Random) -> Cyclon:
+    """The CYCLON layer of a node's stack (the gossip protocol's only layer)."""
+    layer = create_protocol("gossip", me, GossipConfig(cyclon=cfg), rng).layers["cyclon"]
+    assert isinstance(layer, Cyclon)
+    return layer
+
+
 def test_views_fill_and_in_degree_evens_out():
     n, c = 200, 8
     sim, _ = gossip_network(n, view_size=c, shuffle_length=4, contacts=5)
     sim.run_until(60.0, max_steps=2_000_000)
-    views = {i: node.cyclon.view for i, node in sim.nodes.items()}
+    views = {i: node.view("cyclon") for i, node in sim.nodes.items()}
     for i, view in views.items():
         sim.nodes[i].validate()
         assert len(view) >= c - 1  # c - 1 only while its own shuffle is in flight
@@ -34,8 +43,8 @@ def test_views_fill_and_in_degree_evens_out():
 
 def test_shuffle_swaps_entries_and_flips_the_link():
     cfg = CyclonConfig(view_size=4, shuffle_length=3)
-    p = Cyclon(d(0), cfg, random.Random(1))
-    q = Cyclon(d(1), cfg, random.Random(2))
+    p = cyclon(d(0), cfg, random.Random(1))
+    q = cyclon(d(1), cfg, random.Random(2))
     p.bootstrap([d(1), d(2), d(3)])
     q.bootstrap([d(4), d(5)])
     for nid in p.view:  # make q the oldest entry, so it is the partner
@@ -43,10 +52,10 @@ def test_shuffle_swaps_entries_and_flips_the_link():
     [req] = p.tick(now=0.0)
     assert isinstance(req, Send) and req.dst == 1 and 1 not in p.view
     assert req.msg.entries[0].node_id == 0 and len(req.msg.entries) == 3
-    [rep] = q.on_gossip(0, req.msg, now=0.1)
+    [rep] = q.on_message(0, req.msg, now=0.1)
     assert rep.msg.reply and 0 not in {e.node_id for e in rep.msg.entries}
     assert 0 in q.view  # the link flipped: q now knows p
-    p.on_gossip(1, rep.msg, now=0.2)
+    p.on_message(1, rep.msg, now=0.2)
     assert {4, 5} <= set(p.view) and 0 not in p.view
     p.validate()
     q.validate()
@@ -54,28 +63,28 @@ def test_shuffle_swaps_entries_and_flips_the_link():
 
 def test_late_reply_is_dropped():
     cfg = CyclonConfig(view_size=4, shuffle_length=2, timeout_ms=100)
-    p = Cyclon(d(0), cfg, random.Random(1))
+    p = cyclon(d(0), cfg, random.Random(1))
     p.bootstrap([d(1)])
     [req] = p.tick(now=0.0)
     late = Gossip("cyclon", d(1), (d(7),), reply=True)
-    assert p.on_gossip(1, late, now=5.0) == []
-    assert 7 not in p.view and p.late_replies == 1
+    assert p.on_message(1, late, now=5.0) == []
+    assert 7 not in p.view and p.pending.late == 1
 
 
 def test_merge_ignores_self_and_known_ids_and_respects_capacity():
-    p = Cyclon(d(0), CyclonConfig(view_size=3, shuffle_length=3), random.Random(1))
+    p = cyclon(d(0), CyclonConfig(view_size=3, shuffle_length=3), random.Random(1))
     p.bootstrap([d(0), d(1), d(1), d(2), d(3), d(4)])
     assert set(p.view) == {1, 2, 3}
 
 
 def test_oversized_shuffle_is_a_remote_error():
-    p = Cyclon(d(0), CyclonConfig(view_size=4, shuffle_length=2), random.Random(1))
+    p = cyclon(d(0), CyclonConfig(view_size=4, shuffle_length=2), random.Random(1))
     with pytest.raises(RemoteProtocolError):
-        p.on_gossip(9, Gossip("cyclon", d(9), (d(1), d(2), d(3))), now=0.0)
+        p.on_message(9, Gossip("cyclon", d(9), (d(1), d(2), d(3))), now=0.0)
 
 
 def test_validate_catches_a_self_entry():
-    p = Cyclon(d(0), CyclonConfig(view_size=4, shuffle_length=2), random.Random(1))
+    p = cyclon(d(0), CyclonConfig(view_size=4, shuffle_length=2), random.Random(1))
     p.view[0] = d(0)
     with pytest.raises(LocalProtocolError):
         p.validate()

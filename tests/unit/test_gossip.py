@@ -1,8 +1,10 @@
+import random
 from collections import Counter
 
 import pytest
 
-from node.core.types import EventMsg, LocalProtocolError
+from node.core import create_protocol
+from node.core.types import Descriptor, EventMsg, LocalProtocolError
 from tests.helpers import gossip_network, spans
 
 
@@ -88,9 +90,9 @@ def test_same_seed_same_run_other_seed_other_run():
 def test_duplicate_filter_is_bounded():
     from node.core.gossip import GossipConfig
 
-    sim, _ = gossip_network(2, contacts=1)
-    core = sim.nodes[0]
-    core.config = GossipConfig(seen_capacity=5)
+    core = create_protocol("gossip", Descriptor(0, "n0", frozenset({"t0"})), GossipConfig(seen_capacity=5),
+                           random.Random(0))
+    core.start(0.0, [Descriptor(1, "n1")])
     for k in range(20):
         core.on_message(1, EventMsg(f"1-{k}", "t0", b"", 1, 1), now=1.0)
     assert len(core.seen) == 5

@@ -6,11 +6,12 @@ from collections import Counter
 
 import pytest
 
-from analysis.overlay import ring_convergence
+from analysis.protocols.poldercast import ring_convergence
 from controller.rundir import snapshot_rows
 from node.core import create_protocol
 from node.core.cyclon import CyclonConfig
-from node.core.poldercast import PolderCastConfig, ring_id
+from node.core.poldercast import PolderCastConfig
+from node.core.rings import Rings, ring_id
 from node.core.types import Descriptor, LocalProtocolError
 from node.links import LinkRule
 from node.sim import Simulation
@@ -107,19 +108,18 @@ def nearest_from_scratch(me, pool, topic, half):
 def test_incremental_ring_update_equals_recomputing_every_ring(monkeypatch, params):
     """The RINGS core updates only the rings a message can change; after every update each
     ring must hold what a recomputation over all views and the message would give."""
-    from node.core.poldercast import PolderCast
-
-    update, checked = PolderCast._recompute_rings, Counter()
+    update, checked = Rings.recompute, Counter()
 
     def checked_update(self, received=()):
-        pool = [*self.cyclon.view.values(), *self.vicinity.values(), *self.rings_nbr.values(), *received]
+        stack = self.stack
+        pool = [*stack.view("cyclon").values(), *stack.view("vicinity").values(), *self.view.values(), *received]
         update(self, received)
-        half = self.config.ring_size // 2
-        for t in self.me.topics:
-            assert (self.succ[t], self.pred[t]) == nearest_from_scratch(self.me, pool, t, half), t
-        checked[self.node_id] += 1
+        half = self.ring_size // 2
+        for t in stack.me.topics:
+            assert (self.succ[t], self.pred[t]) == nearest_from_scratch(stack.me, pool, t, half), t
+        checked[stack.node_id] += 1
 
-    monkeypatch.setattr(PolderCast, "_recompute_rings", checked_update)
+    monkeypatch.setattr(Rings, "recompute", checked_update)
     sim, subs = network(n=60, topics=20, k=4, **params)
     sim.run_until(8.0)
     assert len(checked) == 60 and sum(checked.values()) > 60 * 8 * 2
@@ -155,28 +155,28 @@ def test_ring_failover_routes_around_crashed_ring_neighbours():
 
 
 def test_vicinity_ranking_orders_by_priority_then_shared_topics_and_breaks_ties_uniformly():
-    from node.core.poldercast import PolderCast
+    from node.core.vicinity import TopicBits, rank
 
     me = Descriptor(0, "n0", frozenset({"a", "b", "c"}), 0, (("c", 4),))
-    core = PolderCast(me, PolderCastConfig(), random.Random(5))
+    rng, bits = random.Random(5), TopicBits()
     hot = Descriptor(1, "n1", frozenset({"c"}))                  # shares the prioritized topic
     two = Descriptor(2, "n2", frozenset({"a", "b"}))             # shares two topics
     ties = [Descriptor(i, f"n{i}", frozenset({"a"})) for i in range(3, 7)]
     stranger = Descriptor(7, "n7", frozenset({"z"}))             # shares nothing: never eligible
     picks = Counter()
     for _ in range(4000):
-        best = core._rank(me, [stranger, *ties, two, hot, me], 3)
+        best = rank(me, [stranger, *ties, two, hot, me], 3, rng, bits)
         assert best[:2] == [hot, two] and best[2] in ties
         picks[best[2].node_id] += 1
-    assert core._rank(me, [stranger, *ties, two, hot], 10)[:2] == [hot, two]
-    assert len(core._rank(me, [stranger, *ties, two, hot], 10)) == 6
+    assert rank(me, [stranger, *ties, two, hot], 10, rng, bits)[:2] == [hot, two]
+    assert len(rank(me, [stranger, *ties, two, hot], 10, rng, bits)) == 6
     assert all(abs(picks[t.node_id] / 4000 - 0.25) < 0.03 for t in ties), picks  # uniform tie-break
 
 
 def test_convergence_by_size_gives_the_cycle_from_which_nodes_and_rings_stay_complete():
     """Fig. 6: a node (ring) converges at the first snapshot after its last missing link, and one
     still missing a link at the last snapshot has not converged."""
-    from analysis.overlay import RingConvergence
+    from analysis.protocols.poldercast import RingConvergence
 
     subs = {0: ["a", "b"], 1: ["a", "b"], 2: ["a"], 3: ["a"]}
     ring_a, ring_b = sorted(range(4), key=ring_id), sorted([0, 1], key=ring_id)

@@ -106,7 +106,8 @@ def test_same_file_and_seed_give_the_same_spans_whatever_the_hash_seed(tmp_path)
 def test_ring_convergence_counts_gossip_cycles_not_frozen_rounds(tmp_path):
     """Frozen dissemination rounds move virtual time on but are no gossip cycles: snapshots carry
     the overlay's own clock, and ring convergence is reported per gossip cycle."""
-    from analysis.overlay import ring_convergence, snapshots_by_time
+    from analysis.overlay import snapshots_by_time
+    from analysis.protocols.poldercast import ring_convergence
 
     exp, rd, _, _ = run(
         tmp_path, protocol={"name": "poldercast", "params": {"cyclon": {"view_size": 6, "shuffle_length": 3}}},

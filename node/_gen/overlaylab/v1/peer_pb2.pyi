@@ -8,13 +8,6 @@ DESCRIPTOR: _descriptor.FileDescriptor
 
 class NodeDescriptor(_message.Message):
     __slots__ = ("node_id", "addr", "topics", "age", "priorities")
-    class PrioritiesEntry(_message.Message):
-        __slots__ = ("key", "value")
-        KEY_FIELD_NUMBER: _ClassVar[int]
-        VALUE_FIELD_NUMBER: _ClassVar[int]
-        key: str
-        value: int
-        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDR_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
@@ -24,8 +17,16 @@ class NodeDescriptor(_message.Message):
     addr: str
     topics: _containers.RepeatedScalarFieldContainer[str]
     age: int
-    priorities: _containers.ScalarMap[str, int]
-    def __init__(self, node_id: _Optional[int] = ..., addr: _Optional[str] = ..., topics: _Optional[_Iterable[str]] = ..., age: _Optional[int] = ..., priorities: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    priorities: _containers.RepeatedCompositeFieldContainer[TopicPriority]
+    def __init__(self, node_id: _Optional[int] = ..., addr: _Optional[str] = ..., topics: _Optional[_Iterable[str]] = ..., age: _Optional[int] = ..., priorities: _Optional[_Iterable[_Union[TopicPriority, _Mapping]]] = ...) -> None: ...
+
+class TopicPriority(_message.Message):
+    __slots__ = ("topic", "priority")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    priority: int
+    def __init__(self, topic: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class GossipMessage(_message.Message):
     __slots__ = ("layer", "sender", "entries", "reply")
@@ -38,6 +39,22 @@ class GossipMessage(_message.Message):
     entries: _containers.RepeatedCompositeFieldContainer[NodeDescriptor]
     reply: bool
     def __init__(self, layer: _Optional[str] = ..., sender: _Optional[_Union[NodeDescriptor, _Mapping]] = ..., entries: _Optional[_Iterable[_Union[NodeDescriptor, _Mapping]]] = ..., reply: _Optional[bool] = ...) -> None: ...
+
+class SignalMessage(_message.Message):
+    __slots__ = ("layer", "kind", "sender", "entries", "topics", "values")
+    LAYER_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    SENDER_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    layer: str
+    kind: str
+    sender: NodeDescriptor
+    entries: _containers.RepeatedCompositeFieldContainer[NodeDescriptor]
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    values: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, layer: _Optional[str] = ..., kind: _Optional[str] = ..., sender: _Optional[_Union[NodeDescriptor, _Mapping]] = ..., entries: _Optional[_Iterable[_Union[NodeDescriptor, _Mapping]]] = ..., topics: _Optional[_Iterable[str]] = ..., values: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class TraceContext(_message.Message):
     __slots__ = ("trace_id", "span_id")

@@ -44,6 +44,11 @@ class PeerStub:
                 request_serializer=overlaylab_dot_v1_dot_peer__pb2.EventMessage.SerializeToString,
                 response_deserializer=overlaylab_dot_v1_dot_peer__pb2.Ack.FromString,
                 _registered_method=True)
+        self.Signal = channel.unary_unary(
+                '/overlaylab.v1.Peer/Signal',
+                request_serializer=overlaylab_dot_v1_dot_peer__pb2.SignalMessage.SerializeToString,
+                response_deserializer=overlaylab_dot_v1_dot_peer__pb2.Ack.FromString,
+                _registered_method=True)
         self.Ping = channel.unary_unary(
                 '/overlaylab.v1.Peer/Ping',
                 request_serializer=overlaylab_dot_v1_dot_peer__pb2.Probe.SerializeToString,
@@ -68,6 +73,13 @@ class PeerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Signal(self, request, context):
+        """A one-way layer message.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Ping(self, request, context):
         """Link fidelity probe (sent through the link emulation like any message).
         """
@@ -86,6 +98,11 @@ def add_PeerServicer_to_server(servicer, server):
             'Forward': grpc.unary_unary_rpc_method_handler(
                     servicer.Forward,
                     request_deserializer=overlaylab_dot_v1_dot_peer__pb2.EventMessage.FromString,
+                    response_serializer=overlaylab_dot_v1_dot_peer__pb2.Ack.SerializeToString,
+            ),
+            'Signal': grpc.unary_unary_rpc_method_handler(
+                    servicer.Signal,
+                    request_deserializer=overlaylab_dot_v1_dot_peer__pb2.SignalMessage.FromString,
                     response_serializer=overlaylab_dot_v1_dot_peer__pb2.Ack.SerializeToString,
             ),
             'Ping': grpc.unary_unary_rpc_method_handler(
@@ -147,6 +164,33 @@ class Peer:
             target,
             '/overlaylab.v1.Peer/Forward',
             overlaylab_dot_v1_dot_peer__pb2.EventMessage.SerializeToString,
+            overlaylab_dot_v1_dot_peer__pb2.Ack.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Signal(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/overlaylab.v1.Peer/Signal',
+            overlaylab_dot_v1_dot_peer__pb2.SignalMessage.SerializeToString,
             overlaylab_dot_v1_dot_peer__pb2.Ack.FromString,
             options,
             channel_credentials,

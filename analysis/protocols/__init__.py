@@ -1,0 +1,52 @@
+"""Protocol analyses by protocol name: what a protocol adds to ``summary.json``'s
+``protocol_metrics``, its plots and its report section.
+
+The summary job looks the run's protocol (``run.json``) up here; a protocol without an analysis
+gets the common metrics only. An analysis is fed the snapshots one at a time as they stream from
+``snapshots.jsonl`` (a 10,000-node run's snapshots never sit in memory at once), then asked for
+its metrics, its plots and its report rows. Nothing here imports the protocol cores: an
+analysis computes from the run's files alone, so it is a second route to what the cores did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+
+class ProtocolAnalysis:
+    """Base: no protocol metrics. ``meta`` is ``run.json``; ``subscriptions`` node -> topics."""
+
+    title = ""
+
+    def __init__(self, meta: dict, subscriptions: dict[int, list[str]]) -> None:
+        self.meta, self.subscriptions = meta, subscriptions
+
+    def add_snapshot(self, rows: list[dict]) -> None:
+        """One snapshot's rows (one ``t_ns``), in time order."""
+
+    def metrics(self, final: list[dict]) -> dict:
+        """``protocol_metrics``; ``final`` is the last snapshot's rows."""
+        return {}
+
+    def plots(self, plots: Path, metrics: dict) -> dict[str, str]:
+        """Draw into ``plots``; returns {plot name: path relative to the run directory}."""
+        return {}
+
+    def report_rows(self, metrics: dict) -> list[tuple[str, object]]:
+        """(label, value) rows of the report's section for this protocol."""
+        return []
+
+
+_analyses: dict[str, Callable[[dict, dict[int, list[str]]], ProtocolAnalysis]] = {}
+
+
+def register_analysis(protocol: str, factory: Callable[[dict, dict[int, list[str]]], ProtocolAnalysis]) -> None:
+    _analyses[protocol] = factory
+
+
+def analysis_for(meta: dict, subscriptions: dict[int, list[str]]) -> ProtocolAnalysis:
+    return _analyses.get(meta["protocol"], ProtocolAnalysis)(meta, subscriptions)
+
+
+from . import poldercast  # noqa: E402,F401  (registers "poldercast")

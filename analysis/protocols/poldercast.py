@@ -1,0 +1,217 @@
+"""PolderCast's analysis: ring convergence per cycle (Fig. 5) and by size (Fig. 6), RINGS degree
+against subscription size (Fig. 7); METRICS.md and poldercast.md §7.3.
+
+Ring ids are recomputed here from node ids with the formula the protocol documents
+(:mod:`node.core.rings`: the first 8 bytes of BLAKE2b of the 8-byte big-endian id), so the
+ideal rings come from the run's subscriptions alone, not from the cores' code.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from . import ProtocolAnalysis, register_analysis
+from ..plotting import plt, save
+
+
+@functools.lru_cache(maxsize=None)
+def ring_id(node_id: int) -> int:
+    return int.from_bytes(hashlib.blake2b(node_id.to_bytes(8, "big"), digest_size=8).digest(), "big")
+
+
+def ring_convergence(snapshot_rows: list[dict], subscriptions: dict[int, list[str]], start_ns: int,
+                     cycle_s: float) -> list[dict]:
+    """Ring convergence (``RingConvergence.add``) of the snapshots in ``snapshot_rows``."""
+    tracker = RingConvergence(subscriptions, start_ns, cycle_s)
+    by_time: dict[int, list[dict]] = defaultdict(list)
+    for r in snapshot_rows:
+        by_time[r["t_ns"]].append(r)
+    return [row for t in sorted(by_time) if (row := tracker.add(by_time[t])) is not None]
+
+
+def _size_bin(n: int) -> int:
+    """Power-of-two bin start of a size (0 for 0)."""
+    return 1 << (n.bit_length() - 1) if n else 0
+
+
+class RingConvergence:
+    """PolderCast ring convergence, fed one snapshot at a time (METRICS.md, poldercast.md §7.3).
+
+    ``add`` gives the paper's Fig. 5 per snapshot: the share of ideal ring links missing (every
+    alive subscriber's true successor and predecessor by ring id among the topic's alive
+    subscribers, against its succ[0]/pred[0]) and the share of rings (topics with >= 2 alive
+    subscribers) with any link missing. ``cycle`` counts gossip cycles: the simulator's frozen
+    dissemination rounds are left out (rows' ``gossip_ns``), ``t_s`` keeps them.
+
+    ``by_size`` gives Fig. 6 after the last snapshot: per node, the first snapshot's cycle from
+    which all its target links stay in place, binned by subscription size; per ring, the first
+    cycle from which it stays complete, binned by ring size. A node or ring still incomplete at
+    the last snapshot has not converged (counted apart)."""
+
+    def __init__(self, subscriptions: dict[int, list[str]], start_ns: int, cycle_s: float) -> None:
+        self.subscriptions, self.start_ns, self.cycle_s = subscriptions, start_ns, cycle_s
+        self.cycles: list[float] = []
+        self.node_bad: dict[int, int] = {}  # node -> index of the last snapshot with a link missing
+        self.ring_bad: dict[str, int] = {}
+        self.nodes: dict[int, int] = {}  # subscription size of the nodes with target links, last snapshot
+        self.rings: dict[str, int] = {}  # ring size, last snapshot
+
+    def add(self, snapshot_rows: list[dict]) -> dict | None:
+        """The snapshot's row of Fig. 5; None for a snapshot without rings."""
+        alive: set[int] = set()
+        succ: dict[int, dict] = {}
+        pred: dict[int, dict] = {}
+        t_ns = gossip_ns = 0
+        for r in snapshot_rows:
+            alive.add(r["node"])
+            t_ns, gossip_ns = r["t_ns"], r.get("gossip_ns", r["t_ns"])
+            if r["layer"] == "rings.succ":
+                succ[r["node"]] = r["per_topic"]
+            elif r["layer"] == "rings.pred":
+                pred[r["node"]] = r["per_topic"]
+        if not succ and not pred:
+            return None
+        members: dict[str, list[int]] = defaultdict(list)
+        for node in alive:
+            for topic in self.subscriptions.get(node, ()):
+                members[topic].append(node)
+        k_snap = len(self.cycles)
+        self.nodes, self.rings = {}, {}
+        targets = missing = incomplete = 0
+        for topic, nodes in members.items():
+            if len(nodes) < 2:
+                continue
+            ring = sorted(nodes, key=ring_id)
+            self.rings[topic] = len(ring)
+            bad = False
+            for k, x in enumerate(ring):
+                self.nodes[x] = len(self.subscriptions[x])
+                for want, have in ((ring[(k + 1) % len(ring)], succ.get(x, {}).get(topic)),
+                                   (ring[k - 1], pred.get(x, {}).get(topic))):
+                    targets += 1
+                    if not have or have[0] != want:
+                        missing += 1
+                        bad = True
+                        self.node_bad[x] = k_snap
+            if bad:
+                incomplete += 1
+                self.ring_bad[topic] = k_snap
+        gossip_s = (gossip_ns - self.start_ns) / 1e9  # frozen rounds left out: they are no cycles
+        cycle = round(gossip_s / self.cycle_s, 3) if self.cycle_s else None
+        self.cycles.append(cycle)
+        return {
+            "t_s": (t_ns - self.start_ns) / 1e9, "cycle": cycle,
+            "missing_links_pct": 100 * missing / targets if targets else 0.0,
+            "incomplete_rings_pct": 100 * incomplete / len(self.rings) if self.rings else 0.0,
+            "rings": len(self.rings),
+        }
+
+    def by_size(self) -> dict:
+        def table(sizes: dict, last_bad: dict, key: str) -> list[dict]:
+            bins: dict[int, list] = defaultdict(list)
+            for x, size in sizes.items():
+                k = last_bad.get(x, -1) + 1  # the first snapshot from which x stays complete
+                bins[_size_bin(size)].append(self.cycles[k] if k < len(self.cycles) else None)
+            out = []
+            for b, cycles in sorted(bins.items()):
+                done = [c for c in cycles if c is not None]
+                out.append({key: b, "count": len(cycles), "not_converged": len(cycles) - len(done),
+                            "mean_cycle": float(np.mean(done)) if done else None,
+                            "p90_cycle": float(np.percentile(done, 90)) if done else None,
+                            "max_cycle": max(done) if done else None})
+            return out
+
+        if not self.cycles:
+            return {"nodes": [], "rings": []}
+        return {"nodes": table(self.nodes, self.node_bad, "subscriptions_from"),
+                "rings": table(self.rings, self.ring_bad, "ring_size_from")}
+
+
+def rings_degree_by_subscriptions(snapshot_rows: list[dict]) -> list[dict]:
+    """RINGS degree (distinct ring neighbours) against subscription size, in power-of-two bins
+    (poldercast.md E2, Fig. 7), from the last snapshot."""
+    if not snapshot_rows:
+        return []
+    last = max(r["t_ns"] for r in snapshot_rows)
+    bins: dict[int, list[int]] = defaultdict(list)
+    for r in snapshot_rows:
+        if r["t_ns"] == last and r["layer"] == "rings":
+            bins[_size_bin(len(r["topics"]))].append(len(set(r["neighbours"])))
+    return [{"subscriptions_from": b, "nodes": len(d), "mean_rings_degree": float(np.mean(d)),
+             "max_rings_degree": int(max(d))} for b, d in sorted(bins.items())]
+
+
+class PolderCastAnalysis(ProtocolAnalysis):
+    title = "PolderCast rings"
+
+    def __init__(self, meta: dict, subscriptions: dict[int, list[str]]) -> None:
+        super().__init__(meta, subscriptions)
+        self.rings = RingConvergence(subscriptions, meta["started_ns"], meta["cycle_s"])
+        self.convergence: list[dict] = []
+
+    def add_snapshot(self, rows: list[dict]) -> None:
+        if (row := self.rings.add(rows)) is not None:
+            self.convergence.append(row)
+
+    def metrics(self, final: list[dict]) -> dict:
+        if not self.convergence:
+            return {}
+        last = self.convergence[-1]
+        return {
+            "ring_convergence": self.convergence,
+            "rings_complete_pct": 100 - last["incomplete_rings_pct"],
+            "missing_links_pct": last["missing_links_pct"],
+            "rings_degree_by_subscriptions": rings_degree_by_subscriptions(final),
+            "convergence_by_size": self.rings.by_size(),
+        }
+
+    def report_rows(self, metrics: dict) -> list[tuple[str, object]]:
+        if not metrics:
+            return []
+        return [("rings complete (%), last snapshot", metrics["rings_complete_pct"]),
+                ("ring links missing (%), last snapshot", metrics["missing_links_pct"]),
+                ("rings", metrics["ring_convergence"][-1]["rings"])]
+
+    def plots(self, plots: Path, metrics: dict) -> dict[str, str]:
+        out = {}
+        conv = metrics.get("ring_convergence")
+        if conv and len(conv) > 1:
+            fig, ax = plt.subplots(figsize=(6, 4))
+            cycles = [c["cycle"] for c in conv]
+            ax.plot(cycles, [c["missing_links_pct"] for c in conv], label="missing ring links (%)")
+            ax.plot(cycles, [c["incomplete_rings_pct"] for c in conv], label="incomplete rings (%)")
+            ax.set(xlabel="cycle", ylabel="%", title="Ring convergence", ylim=(0, 101))
+            ax.legend()
+            ax.grid(alpha=0.3)
+            out["ring_convergence"] = save(fig, plots, "ring_convergence.png")
+        by_size = metrics.get("convergence_by_size")
+        if by_size and by_size["nodes"]:
+            fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), sharey=True)
+            for ax, rows, key, label in ((axes[0], by_size["nodes"], "subscriptions_from", "subscriptions (bin start)"),
+                                         (axes[1], by_size["rings"], "ring_size_from", "ring size (bin start)")):
+                done = [r for r in rows if r["mean_cycle"] is not None]
+                ax.plot([r[key] or 1 for r in done], [r["mean_cycle"] for r in done], marker="o", label="mean")
+                ax.plot([r[key] or 1 for r in done], [r["max_cycle"] for r in done], marker=".", ls=":", label="max")
+                ax.set(xscale="log", xlabel=label)
+                ax.grid(alpha=0.3)
+            axes[0].set(ylabel="cycle from which complete", title="Nodes")
+            axes[1].set(title="Rings")
+            axes[0].legend()
+            out["convergence_by_size"] = save(fig, plots, "convergence_by_size.png")
+        degree = metrics.get("rings_degree_by_subscriptions")
+        if degree:
+            fig, ax = plt.subplots(figsize=(6, 4))
+            ax.plot([d["subscriptions_from"] or 1 for d in degree], [d["mean_rings_degree"] for d in degree], marker="o")
+            ax.set(xscale="log", yscale="log", xlabel="subscriptions (bin start)", ylabel="mean RINGS degree",
+                   title="RINGS degree against subscription size")
+            ax.grid(alpha=0.3)
+            out["rings_degree"] = save(fig, plots, "rings_degree.png")
+        return out
+
+
+register_analysis("poldercast", PolderCastAnalysis)

@@ -1,0 +1,82 @@
+"""Protocols by name: what a protocol declares once, and where every part of the testbed looks.
+
+A protocol is a :class:`ProtocolSpec`: its name, its config dataclass (the one source of its
+parameters, their defaults and docs; the experiment schema is built from it), a ``build``
+function that stacks its layers and rule for one node, its cycle period and reply timeout (for
+per-cycle overhead and the gRPC shell's deadlines), and the parameters only dissemination reads.
+
+Protocols outside this package register the same way; the modules named in the environment
+variable ``OVERLAYLAB_PROTOCOLS`` (comma-separated) are imported when ``node.core`` is, in the
+controller and in every peer process alike.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .stack import Stack
+from .types import Descriptor, LocalProtocolError
+
+PLUGINS_ENV = "OVERLAYLAB_PROTOCOLS"
+
+
+@dataclass(frozen=True)
+class ProtocolSpec:
+    name: str
+    config: type
+    """The config dataclass (pydantic-validated, ``extra: forbid``)."""
+    build: Callable[[Descriptor, Any, random.Random, dict[str, Any]], Stack]
+    """One node's stack from its profile, the config, its random source and ``shared``: a dict
+    the driver passes to every core it hosts, for memos that many cores can share (never state
+    that changes a run: a core given a fresh one behaves the same)."""
+    cycle_s: Callable[[Any], float]
+    """The gossip cycle in seconds (what 'per cycle' means in the analysis)."""
+    reply_timeout_s: Callable[[Any], float]
+    """The longest a request waits for its reply (the gRPC deadline adds a margin to it)."""
+    dissemination_params: frozenset[str] = frozenset()
+    """Config fields only the dissemination rule reads (``sim.variants`` may change them)."""
+
+
+_protocols: dict[str, ProtocolSpec] = {}
+
+
+def register_protocol(spec: ProtocolSpec) -> ProtocolSpec:
+    if spec.name in _protocols and _protocols[spec.name] != spec:
+        raise LocalProtocolError(f"protocol {spec.name!r} is registered twice")
+    _protocols[spec.name] = spec
+    return spec
+
+
+def protocol_names() -> list[str]:
+    return sorted(_protocols)
+
+
+def protocol_spec(name: str) -> ProtocolSpec:
+    try:
+        return _protocols[name]
+    except KeyError:
+        raise LocalProtocolError(f"unknown protocol {name!r}; registered: {', '.join(protocol_names())}") from None
+
+
+def protocol_config_class(name: str) -> type:
+    return protocol_spec(name).config
+
+
+def dissemination_params(name: str) -> frozenset[str]:
+    return protocol_spec(name).dissemination_params
+
+
+def create_protocol(name: str, me: Descriptor, config: Any, rng: random.Random,
+                    shared: dict[str, Any] | None = None) -> Stack:
+    return protocol_spec(name).build(me, config, rng, {} if shared is None else shared)
+
+
+def load_plugins() -> None:
+    """Import the protocol modules named in ``$OVERLAYLAB_PROTOCOLS``."""
+    for module in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
+        importlib.import_module(module)

@@ -1,0 +1,184 @@
+"""VICINITY: links to the nodes whose profiles rank best for this node's topics (PolderCast §5.2;
+spec ../shared/design/protocols/poldercast.md).
+
+Theory of operation
+
+State: ``view``, at most ``view_size`` descriptors, each with an age in cycles.
+
+Each cycle: age every entry; the oldest entry is the partner (ties at random) and is removed at
+once (proactive removal: it comes back if it replies); with an empty view a random entry of the
+peer-sampling layer is the partner. The partner is sent the ``gossip_size`` candidates that rank
+best *for it*, drawn from the union of the node's views and its own fresh profile. The partner
+answers with the best candidates for the requester from its union (never those just received),
+then both merge: the view becomes the ``view_size`` best of the union and what was received.
+
+Ranking (``rank``): highest topic priority of a shared topic (``priority_mode``: the max, or
+the sum, over shared topics: a choice), then most shared topics, then a uniform random
+tie-break; candidates sharing no topic are never ranked.
+
+Invariants: no self entry, at most ``view_size`` entries, non-negative ages.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .stack import ExchangeLayer
+from .types import Action, Descriptor, Gossip, LocalProtocolError, NodeId, Topic
+from .views import View, age_all, pick_oldest
+
+LAYER = "vicinity"
+
+
+class TopicBits:
+    """Profiles' topic sets as int bitsets, memoized per set (profiles repeat): intersecting two
+    subscribers of thousands of topics is then one C-level AND and a popcount instead of
+    thousands of hash lookups. Bits are handed out on first sight; one instance is shared by
+    the cores of one driver (``shared``), and a pickled core starts with an empty memo."""
+
+    MAX_MASKS = 1_000_000
+
+    def __init__(self) -> None:
+        self.bit: dict[Topic, int] = {}
+        self.masks: dict[frozenset[Topic], int] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__()  # type: ignore[misc]
+
+    def mask(self, topics: frozenset[Topic]) -> int:
+        mask = self.masks.get(topics)
+        if mask is None:
+            if len(self.masks) >= self.MAX_MASKS:
+                self.masks.clear()
+            mask = self.masks[topics] = self.bits(topics)
+        return mask
+
+    def bits(self, topics: Iterable[Topic]) -> int:
+        mask = 0
+        for t in topics:
+            bit = self.bit.get(t)
+            if bit is None:
+                bit = self.bit[t] = len(self.bit)
+            mask |= 1 << bit
+        return mask
+
+
+def rank(target: Descriptor, candidates: Iterable[Descriptor], k: int, rng: random.Random, bits: TopicBits,
+         priority_mode: str = "max") -> list[Descriptor]:
+    """The k candidates best for ``target``: highest priority of a shared topic (max or sum,
+    ``priority_mode``), then most shared topics, then a random tie-break.
+
+    Topic sets are compared as bitsets. The tie-break is drawn only where it decides: candidates
+    are grouped by their first two keys, whole groups are taken best first, and the group that
+    does not fit is sampled uniformly (the same distribution as a fresh random key per
+    candidate)."""
+    tid, by_max = target.node_id, priority_mode == "max"
+    wanted = bits.mask(target.topics)
+    prio = dict(target.priorities)
+    # max mode: the target's topics by priority as bitsets, highest first; a candidate's first
+    # key is the first level it shares a topic with
+    levels: dict[int, set[Topic]] = {}
+    for t, p in prio.items():
+        levels.setdefault(p, set()).add(t)
+    ladder = [(p, bits.bits(ts)) for p, ts in sorted(levels.items(), reverse=True)]
+    prioritized = bits.bits(prio)  # most candidates share none of these: skip the ladder
+    masks = bits.masks
+    groups: dict[tuple[int, int], list[Descriptor]] = {}
+    for c in candidates:  # the hottest loop of the simulator: kept flat
+        ct = c.topics
+        cm = masks.get(ct)
+        if cm is None:
+            cm = bits.mask(ct)
+        n = (wanted & cm).bit_count()
+        if not n or c.node_id == tid:
+            continue
+        first = 0  # priority keys are target topics, so a topic of ct in prio is shared
+        if prioritized & cm:
+            if by_max:
+                for p, level in ladder:
+                    if level & cm:
+                        first = p
+                        break
+            else:
+                first = sum(p for t, p in prio.items() if t in ct) if len(prio) < len(ct) \
+                    else sum(prio[t] for t in ct if t in prio)
+        key = (first, n)
+        group = groups.get(key)
+        if group is None:
+            groups[key] = [c]
+        else:
+            group.append(c)
+    best: list[Descriptor] = []
+    for key in sorted(groups, reverse=True):
+        group, room = groups[key], k - len(best)
+        if len(group) > room:
+            best += rng.sample(group, room)
+            break
+        rng.shuffle(group)
+        best += group
+    return best
+
+
+class Vicinity(ExchangeLayer):
+    """The VICINITY layer. ``sampling``: the layer whose view supplies a partner when this view
+    is empty."""
+
+    name = LAYER
+
+    def __init__(self, *, view_size: int, gossip_size: int, period_s: float, timeout_s: float, bits: TopicBits,
+                 priority_mode: str = "max", sampling: str = "cyclon") -> None:
+        super().__init__(max_entries=gossip_size, timeout_s=timeout_s)
+        self.view_size, self.gossip_size, self.period_s = view_size, gossip_size, period_s
+        self.bits, self.priority_mode, self.sampling = bits, priority_mode, sampling
+
+    @property
+    def period(self) -> float:
+        return self.period_s
+
+    def rank(self, target: Descriptor, candidates: Iterable[Descriptor], k: int) -> list[Descriptor]:
+        return rank(target, candidates, k, self.stack.rng, self.bits, self.priority_mode)
+
+    def tick(self, now: float) -> list[Action]:
+        self.pending.prune(now)
+        stack = self.stack
+        age_all(self.view)
+        if self.view:
+            q = self.view.pop(pick_oldest(self.view, stack.rng))
+        elif sampled := stack.view(self.sampling):
+            q = stack.rng.choice(list(sampled.values()))
+        else:
+            return []
+        candidates = [d for d in stack.union().values() if d.node_id != q.node_id] + [stack.me.aged(0)]
+        return [self.request(q, self.rank(q, candidates, self.gossip_size), now)]
+
+    def on_request(self, src: NodeId, msg: Gossip, now: float) -> list[Descriptor]:
+        union, fresh = self.stack.union(), msg.sender.aged(0)
+        exclude = {e.node_id for e in msg.entries}
+        candidates = [d for d in union.values() if d.node_id not in exclude] + [self.stack.me.aged(0)]
+        reply = self.rank(fresh, candidates, self.gossip_size)
+        self._merge(union, [*msg.entries, fresh])
+        return reply
+
+    def on_reply(self, msg: Gossip, kept: Any, now: float) -> None:
+        self._merge(self.stack.union(), [*msg.entries, msg.sender.aged(0)])
+
+    def _merge(self, union: View, received: Sequence[Descriptor]) -> None:
+        """The view becomes the best of all views and ``received`` (youngest copy of each)."""
+        pool = dict(union)
+        for d in received:
+            old = pool.get(d.node_id)
+            if old is None or d.age < old.age:
+                pool[d.node_id] = d
+        pool.pop(self.stack.node_id, None)
+        best = self.rank(self.stack.me, pool.values(), self.view_size)
+        self.view = {d.node_id: d for d in best}
+
+    def validate(self) -> None:
+        super().validate()
+        if len(self.view) > self.view_size:
+            raise LocalProtocolError("VICINITY view over its size")

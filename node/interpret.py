@@ -1,0 +1,74 @@
+"""The one interpretation of a core's actions, shared by the simulator and the gRPC shell.
+
+A driver hands each list of actions to :func:`interpret` with three callbacks of its own
+(:class:`ActionDriver`: send a message, arm a timer, record a span); the counters and the span
+records are written here, under the same names for every backend, so the analysis and a
+cross-validation of ``sim`` against ``local`` compare like with like.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from node.core.stack import Stack
+from node.core.types import Deliver, EventMsg, Message, Published, Send, SetTimer
+
+EVENTS_PUBLISHED = "events_published"
+EVENTS_RECEIVED = "events_received"
+EVENTS_SENT = "events_sent"
+DUPLICATES = "duplicates"
+DROPPED_BY_LINK = "dropped_by_link"
+MALFORMED = "malformed"
+SEND_FAILED = "send_failed"
+LOST_TO_DEAD_PEER = "lost_to_dead_peer"
+
+
+@dataclass(frozen=True, slots=True)
+class SpanRecord:
+    """A publish (the root of an event's trace) or a received copy: the span every backend
+    writes (ARCHITECTURE.md, "Traces")."""
+
+    name: str
+    event: EventMsg
+    node: int
+    src: int | None
+    first_copy: bool
+    subscriber: bool
+
+
+class ActionDriver(Protocol):
+    def send(self, node: int, action: Send, span: Any) -> None: ...
+
+    def set_timer(self, node: int, name: str, at: float) -> None: ...
+
+    def span(self, record: SpanRecord, parent: Any) -> Any: ...
+
+
+def interpret(core: Stack, actions: list, stats: Counter, driver: ActionDriver, parent: Any = None) -> None:
+    """Carry out ``actions`` of ``core``: messages leave under the span of the copy that caused
+    them (``parent``, or the receive or publish span among the actions)."""
+    node, span = core.node_id, parent
+    for a in actions:
+        if isinstance(a, Send):
+            driver.send(node, a, span)
+        elif isinstance(a, SetTimer):
+            driver.set_timer(node, a.name, a.at)
+        elif isinstance(a, Deliver):
+            stats[EVENTS_RECEIVED] += 1
+            stats[DUPLICATES] += not a.first_copy
+            span = driver.span(SpanRecord("receive", a.event, node, a.src, a.first_copy, a.subscriber), parent)
+        elif isinstance(a, Published):
+            stats[EVENTS_PUBLISHED] += 1
+            span = driver.span(SpanRecord("publish", a.event, node, None, True, a.event.topic in core.topics), None)
+
+
+def count_sent(stats: Counter, msg: Message, size: int) -> None:
+    """A message handed to the network (before link emulation may drop it): events by count,
+    layer messages by count and encoded bytes per layer."""
+    if isinstance(msg, EventMsg):
+        stats[EVENTS_SENT] += 1
+    else:
+        stats[f"msgs_sent.{msg.layer}"] += 1
+        stats[f"bytes_sent.{msg.layer}"] += size
