@@ -21,7 +21,7 @@ import argparse
 import json
 import sys
 
-from .config import Experiment, ExperimentError, dump_experiment, load_experiment
+from .config import Experiment, ExperimentError, dump_experiment, experiment_schema, load_experiment
 from .progress import console
 from .workloads import PlanError
 
@@ -167,7 +167,7 @@ def cmd_validate(args) -> int:
 
 
 def cmd_schema(args) -> int:
-    print(json.dumps(Experiment.model_json_schema(), indent=2))
+    print(json.dumps(experiment_schema(), indent=2))
     return 0
 
 

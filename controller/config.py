@@ -25,19 +25,22 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
 
 
-PROTOCOL_MODELS = {
-    name: create_model(
-        name,
-        __base__=Strict,
-        name=(Literal[name], ...),
-        params=(protocol_config_class(name), Field(default_factory=protocol_config_class(name))),
-    )
-    for name in protocol_names()
-}
-ProtocolSpec: Any = (
-    Annotated[Union[tuple(PROTOCOL_MODELS.values())], Field(discriminator="name")]
-    if len(PROTOCOL_MODELS) > 1 else next(iter(PROTOCOL_MODELS.values()))
-)
+PROTOCOL_MODELS: dict[str, type[BaseModel]] = {}
+"""``protocol:`` as a model per registered protocol (name and params), built as they register."""
+
+
+def protocol_union(names: list[str]) -> Any:
+    """The ``protocol:`` section's type for the protocols ``names``: tagged by ``name``."""
+    for name in names:
+        if name not in PROTOCOL_MODELS:
+            config = protocol_config_class(name)
+            PROTOCOL_MODELS[name] = create_model(
+                name, __base__=Strict, name=(Literal[name], ...), params=(config, Field(default_factory=config)))
+    models = tuple(PROTOCOL_MODELS[n] for n in names)
+    return Annotated[Union[models], Field(discriminator="name")] if len(models) > 1 else models[0]
+
+
+ProtocolSpec: Any = protocol_union(protocol_names())
 
 
 class Nodes(Strict):
@@ -558,7 +561,31 @@ def _resolve_paths(data: dict, base: Path) -> None:
             node[keys[-1]] = resolve_path(node[keys[-1]], base)
 
 
+def sync_protocols() -> None:
+    """Let ``Experiment`` accept every protocol registered so far (one registered after this
+    module was imported, e.g. by a test or a plugin, included)."""
+    global ProtocolSpec
+    names = protocol_names()
+    if sorted(PROTOCOL_MODELS) != names:
+        ProtocolSpec = protocol_union(names)
+        Experiment.model_fields["protocol"].annotation = ProtocolSpec
+        Experiment.model_rebuild(force=True)
+
+
+def experiment_schema(protocols: list[str] | None = None) -> dict:
+    """The experiment file's JSON Schema, for every registered protocol or only ``protocols``."""
+    sync_protocols()
+    if protocols is None:
+        return Experiment.model_json_schema()
+    model = create_model("Experiment", __base__=Experiment, __doc__=Experiment.__doc__, protocol=(
+        protocol_union(protocols),
+        Field(default_factory=lambda: PROTOCOL_MODELS["gossip"](name="gossip"),
+              description=Experiment.model_fields["protocol"].description)))
+    return model.model_json_schema()
+
+
 def parse_experiment(data: dict, source: str = "<experiment>") -> Experiment:
+    sync_protocols()
     try:
         return Experiment.model_validate(data)
     except ValidationError as e:

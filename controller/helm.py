@@ -21,7 +21,9 @@ from pathlib import Path
 import yaml
 
 from . import plans
-from .config import ConstantDelay, Experiment, ExperimentError, dump_experiment
+from node.core import builtin_protocols
+
+from .config import ConstantDelay, Experiment, ExperimentError, dump_experiment, experiment_schema
 from .hosting import pod_layout, release_name
 
 CHART = Path(__file__).resolve().parent.parent / "helm" / "overlaylab"
@@ -106,7 +108,7 @@ def pod_kill_values(exp: Experiment, plan) -> dict:
 
 def values_schema() -> dict:
     """values.schema.json: the chart's own keys, and ``experiment`` as the experiment schema."""
-    exp_schema = Experiment.model_json_schema()
+    exp_schema = experiment_schema(builtin_protocols())  # what the image carries
     defs = exp_schema.pop("$defs", {})
     exp_schema.pop("title", None)
     obj = lambda props, required=(): {  # noqa: E731

@@ -4,7 +4,7 @@ named in ``$OVERLAYLAB_PROTOCOLS``."""
 
 from . import gossip, poldercast  # noqa: F401  (register "gossip", "poldercast")
 from .registry import (
-    ProtocolSpec, create_protocol, dissemination_params, load_plugins, protocol_config_class, protocol_names,
+    ProtocolSpec, builtin_protocols, create_protocol, dissemination_params, load_plugins, protocol_config_class, protocol_names,
     protocol_spec, register_protocol,
 )
 from .stack import Dissemination, ExchangeLayer, Layer, Stack
@@ -12,6 +12,6 @@ from .stack import Dissemination, ExchangeLayer, Layer, Stack
 load_plugins()
 
 __all__ = [
-    "Dissemination", "ExchangeLayer", "Layer", "ProtocolSpec", "Stack", "create_protocol", "dissemination_params",
+    "Dissemination", "ExchangeLayer", "Layer", "ProtocolSpec", "Stack", "builtin_protocols", "create_protocol", "dissemination_params",
     "load_plugins", "protocol_config_class", "protocol_names", "protocol_spec", "register_protocol",
 ]

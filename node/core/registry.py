@@ -56,6 +56,11 @@ def protocol_names() -> list[str]:
     return sorted(_protocols)
 
 
+def builtin_protocols() -> list[str]:
+    """The protocols of this package (those the container image carries without plugins)."""
+    return [n for n in protocol_names() if _protocols[n].build.__module__.startswith(f"{__package__}.")]
+
+
 def protocol_spec(name: str) -> ProtocolSpec:
     try:
         return _protocols[name]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -52,6 +53,18 @@ def test_ci_values_are_what_helm_values_renders_from_the_experiment_files():
         exp = load_experiment(f"experiments/k8s-{name}.yaml")
         assert values.read_text() == helm_values(exp, plans.render(exp), f"ci-{name}"), \
             f"ci/{values.name} is stale: overlaylab helm-values experiments/k8s-{name}.yaml --run-id ci-{name}"
+
+
+@pytest.mark.parametrize("path", sorted(Path("experiments").glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_experiment_file_renders_into_values_the_chart_accepts(path, tmp_path):
+    """`overlaylab helm-values` of every file (as a k8s run: backend k8s, fresh rejoins, no sim
+    variants) passes the chart's own schema and templates in `helm template`, the validator
+    users meet first."""
+    exp = load_experiment(path, ["backend=k8s", "churn.rejoin=fresh", "sim.variants=[]"])
+    values = tmp_path / "values.yaml"
+    values.write_text(helm_values(exp, plans.render(exp), "r1"))
+    done = helm("template", "r1", str(CHART), "-f", str(values), "--namespace", NAMESPACE)
+    assert done.returncode == 0, done.stderr[:2000]
 
 
 def test_values_schema_is_generated_from_the_experiment_schema():
