@@ -49,7 +49,11 @@ class Nodes(Strict):
     peers_per_process: PositiveInt = 4
     """local backend: peers hosted by one OS process (one gRPC server each)."""
     bootstrap_contacts: PositiveInt = 5
-    """Random live contacts each joining peer gets from the controller."""
+    """Contacts each peer starts with (a later join: random live ones)."""
+    contacts: Literal["random", "ring"] = "random"
+    """How the initial contacts are chosen. random: distinct random other nodes. ring: the
+    bootstrap_contacts nearest ids around a ring of all nodes (half on each side, at least one),
+    a fixed graph for protocols with a static topology layer."""
 
 
 class Subscriptions(Strict):

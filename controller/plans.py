@@ -15,7 +15,7 @@ from .config import Experiment
 from .network import NetworkPlan
 from .datafiles import PlanError
 
-__all__ = ["Plan", "PlanError", "Publication", "render"]
+__all__ = ["Plan", "PlanError", "Publication", "Step", "render", "schedule"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,10 +46,14 @@ def render(exp: Experiment) -> Plan:
 
 
 def bootstrap_contacts(exp: Experiment) -> list[list[int]]:
-    """Each node's initial contacts: distinct random other nodes. Nodes that join later get
-    live contacts from the backend at their join time."""
-    rng = random.Random(f"{exp.seed}:bootstrap")
+    """Each node's initial contacts (``nodes.contacts``): distinct random other nodes, or its
+    nearest ids around a ring. Nodes that join later get live contacts from the backend at
+    their join time."""
     n = exp.nodes.count
+    if exp.nodes.contacts == "ring":
+        half = max(1, exp.nodes.bootstrap_contacts // 2)
+        return [sorted({(i + d) % n for d in range(-half, half + 1)} - {i}) for i in range(n)]
+    rng = random.Random(f"{exp.seed}:bootstrap")
     k = min(exp.nodes.bootstrap_contacts, n - 1)
     contacts = []
     for i in range(n):
@@ -127,3 +131,36 @@ def join_contacts(exp: Experiment, node: int, at_s: float, alive: set[int]) -> l
 def initial_contacts(plan: Plan, node: int) -> list[int]:
     """Bootstrap contacts among the nodes online at the start."""
     return [j for j in plan.contacts[node] if j not in plan.churn.offline_at_start]
+
+
+CHURN_KINDS = frozenset({"join", "leave", "crash"})
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One action of the plan at run time ``at_s``: a churn event (``join``, ``leave``,
+    ``crash`` of ``node``), a partition of ``nodes`` going ``partition_on`` or ``partition_off``,
+    a ``publish`` (publication number ``index``) or the start of the ``load`` phase (Locust)."""
+
+    at_s: float
+    kind: str
+    node: int | None = None
+    nodes: frozenset[int] = frozenset()
+    index: int = -1
+    publication: Publication | None = None
+
+
+def schedule(exp: Experiment, plan: Plan, *, load: bool | None = None) -> list[Step]:
+    """Every planned action in the order every backend carries them out: by time; at one time,
+    churn, then partitions, then publications, each in plan order. ``load`` (default: when
+    ``publications.driver`` is locust): one ``load`` step at the end of the warm-up instead of
+    the publications (the simulator, which has no Locust, publishes the plan's schedule)."""
+    steps = [Step(e.at_s, e.kind, node=e.node) for e in plan.churn.events]
+    for w in plan.network.partitions:
+        steps += [Step(w.start_s, "partition_on", nodes=w.nodes), Step(w.end_s, "partition_off", nodes=w.nodes)]
+    if exp.publications.driver == "locust" if load is None else load:
+        steps.append(Step(exp.phases.warmup_s, "load"))
+    else:
+        steps += [Step(p.at_s, "publish", node=p.node, index=k, publication=p) for k, p in enumerate(plan.publications)]
+    order = {id(s): k for k, s in enumerate(steps)}
+    return sorted(steps, key=lambda s: (s.at_s, order[id(s)]))

@@ -21,3 +21,10 @@ def spark():
     session = get_spark("overlaylab-tests", master="local[1]")
     yield session
     session.stop()
+
+
+# A protocol registered from outside the package (tests/toy_protocol.py): the conformance suite
+# checks it with the built-in ones; local peers import it through $OVERLAYLAB_PROTOCOLS.
+import tests.toy_protocol  # noqa: E402,F401
+
+PLUGIN_ENV = {"OVERLAYLAB_PROTOCOLS": "tests.toy_protocol"}

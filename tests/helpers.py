@@ -31,3 +31,18 @@ def gossip_network(n: int, *, seed: int = 0, gamma: float = 1.0, view_size: int 
 def spans(sim: Simulation) -> list[dict]:
     cols = sim.spans.columns
     return [dict(zip(cols, row)) for row in zip(*cols.values())]
+
+
+def conformance_experiment(protocol: str, **sections) -> dict:
+    """The small static run every registered protocol must pass (tests/*/test_conformance.py):
+    16 peers on a ring of contacts, 4 topics, 24 events after a 6 s warm-up, 20 ms links."""
+    return {
+        "name": f"conformance-{protocol}", "seed": 3, "backend": "sim",
+        "protocol": {"name": protocol},
+        "nodes": {"count": 16, "peers_per_process": 4, "bootstrap_contacts": 4, "contacts": "ring"},
+        "workload": {"model": "uniform", "topics": 4, "subscriptions": {"min": 2, "max": 2}},
+        "publications": {"count": 24, "rate_per_s": 6},
+        "network": {"delay": {"model": "constant", "ms": 20}},
+        "phases": {"warmup_s": 6, "drain_s": 2},
+        **sections,
+    }

@@ -33,6 +33,7 @@ from ..config import Experiment, ExperimentError
 from ..hosting import pod_layout
 from ..progress import console
 from ..rundir import RunDir
+from .. import plans
 from .driver import EMPTY, Driver, http_request
 
 POLL_S = 1.0
@@ -95,11 +96,18 @@ class ClusterDriver(Driver):
         else:
             await asyncio.to_thread(self.custom.delete_namespaced_custom_object, *args)
 
-    def _churn_actions(self):
+    def steps(self) -> list[plans.Step]:
+        """With Chaos Mesh churn, its Schedule kills the pods: the plan's churn steps give way
+        to one watch of the kills from the end of the warm-up."""
         if self.exp.k8s.churn_faults != "chaos_mesh":
-            return super()._churn_actions()
-        end = self.plan.end_s - self.exp.phases.drain_s
-        return [(self.exp.phases.warmup_s, lambda: self._watch_pod_kills(end))]
+            return super().steps()
+        rest = [s for s in super().steps() if s.kind not in plans.CHURN_KINDS]
+        return [plans.Step(self.exp.phases.warmup_s, "watch_pod_kills"), *rest]
+
+    def _step(self, step: plans.Step):
+        if step.kind == "watch_pod_kills":
+            return self._watch_pod_kills(self.plan.end_s - self.exp.phases.drain_s)
+        return super()._step(step)
 
     async def _watch_pod_kills(self, end_s: float) -> None:
         name = f"{self.layout.release}-pod-kill"

@@ -155,25 +155,21 @@ class Driver(ABC):
 
     # --- the run ------------------------------------------------------------------------------
 
-    def _churn_actions(self) -> list[tuple[float, object]]:
-        """(run time, coroutine factory) of the churn plan's joins and departures."""
-        return [(e.at_s, (lambda e=e: self._rejoin(e.node, e.at_s)) if e.kind == "join"
-                 else (lambda e=e: self._depart(e.node, e.kind))) for e in self.plan.churn.events]
+    def steps(self) -> list[plans.Step]:
+        """The plan's schedule (``plans.schedule``, which the simulator carries out too)."""
+        return plans.schedule(self.exp, self.plan)
 
-    def _schedule(self) -> list[tuple[float, int, object]]:
-        """(run time, order, coroutine factory) of every planned action."""
-        items: list[tuple[float, int, object]] = []
-        for at, fn in self._churn_actions():
-            items.append((at, len(items), fn))
-        for w in self.plan.network.partitions:
-            items.append((w.start_s, len(items), lambda w=w: self._partition(w.nodes, True)))
-            items.append((w.end_s, len(items), lambda w=w: self._partition(w.nodes, False)))
-        if self.exp.publications.driver == "locust":
-            items.append((self.exp.phases.warmup_s, len(items), self.load_phase))
-        else:
-            for k, p in enumerate(self.plan.publications):
-                items.append((p.at_s, len(items), lambda k=k, p=p: self._publish(k, p)))
-        return sorted(items, key=lambda x: (x[0], x[1]))
+    def _step(self, step: plans.Step):
+        """The coroutine that carries out one step of the plan's schedule."""
+        if step.kind == "join":
+            return self._rejoin(step.node, step.at_s)
+        if step.kind in ("leave", "crash"):
+            return self._depart(step.node, step.kind)
+        if step.kind in ("partition_on", "partition_off"):
+            return self._partition(step.nodes, step.kind == "partition_on")
+        if step.kind == "load":
+            return self.load_phase()
+        return self._publish(step.index, step.publication)
 
     async def run(self) -> None:
         exp, rd, plan = self.exp, self.rd, self.plan
@@ -188,11 +184,11 @@ class Driver(ABC):
             tasks = []
             load_end = plan.end_s - exp.phases.drain_s
             with phase(f"local: {self.n} peers, {plan.end_s:.0f} s (warm-up {exp.phases.warmup_s:g} s)", plan.end_s) as advance:
-                for at, _, fn in self._schedule():
-                    while (now := loop.time() - t0) < at:
+                for step in self.steps():
+                    while (now := loop.time() - t0) < step.at_s:
                         advance(now)
-                        await asyncio.sleep(min(0.5, at - now))
-                    tasks.append(asyncio.ensure_future(fn()))
+                        await asyncio.sleep(min(0.5, step.at_s - now))
+                    tasks.append(asyncio.ensure_future(self._step(step)))
                 while (now := loop.time() - t0) < load_end:
                     advance(now)
                     await asyncio.sleep(min(0.5, load_end - now))

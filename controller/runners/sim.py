@@ -30,7 +30,7 @@ from node.core.types import Descriptor
 from node.sim import Simulation, SpanColumns
 
 from .. import plans
-from ..config import Experiment, variant_experiment, variant_label
+from ..config import Experiment, ExperimentError, variant_experiment, variant_label
 from ..network import link_model_for_sim
 from ..progress import console, phase
 from ..rundir import JsonLines, RunDir, Timeline, run_meta, snapshot_rows
@@ -65,163 +65,191 @@ class VariantsDone(Exception):
 
 class SimRunner(Runner):
     def run(self, exp: Experiment, rd: RunDir) -> None:
-        self.child = False
+        run = _SimRun(exp, rd)
         try:
-            self._run(exp, rd)
+            run.run()
         except VariantsDone:
             return
         except BaseException:
-            if self.child:  # never return into the parent's caller from a forked child
+            if run.child:  # never return into the parent's caller from a forked child
                 traceback.print_exc()
                 _exit(1)
             raise
-        if self.child:
+        if run.child:
             _exit(0)
 
-    def _run(self, exp: Experiment, rd: RunDir) -> None:
-        plan = plans.render(exp)
-        subs = plan.subscriptions
-        writer = None  # opened on the first spans, in whichever run directory this process writes
-        forked = False  # this process forked the variants and wrote none of them
 
-        def write_spans(cols) -> None:
-            nonlocal writer
-            if writer is None:
-                writer = pq.ParquetWriter(rd.traces / "spans.parquet", SPAN_SCHEMA)
-            writer.write_table(pa.table(cols, schema=SPAN_SCHEMA))
+class _SimRun:
+    """One simulated run: the plan's schedule (``plans.schedule``, the one the ``Driver`` of
+    the other backends carries out) as entries of the simulator's clock."""
 
-        spans = SpanColumns(sink=write_spans)
-        sim = Simulation(seed=exp.seed, links=link_model_for_sim(plan.network, exp.seed),
-                         wire_codec=exp.sim.wire_codec, spans=spans, validate=exp.sim.check_invariants)
-        timeline = Timeline(rd)
-        alive: set[int] = set()
-        started: set[int] = set()
-        snapshots = JsonLines(rd, "snapshots.jsonl")
+    def __init__(self, exp: Experiment, rd: RunDir) -> None:
+        self.exp, self.rd = exp, rd
+        self.plan = plans.render(exp)
+        self.child = False  # a forked variant
+        self.forked = False  # this process forked the variants and wrote none of them
+        self.writer: pq.ParquetWriter | None = None  # opened on the first spans, where this process writes
+        self.spans = SpanColumns(sink=self._write_spans)
+        self.sim = Simulation(seed=exp.seed, links=link_model_for_sim(self.plan.network, exp.seed),
+                              wire_codec=exp.sim.wire_codec, spans=self.spans, validate=exp.sim.check_invariants)
+        self.timeline = Timeline(rd)
+        self.snapshots = JsonLines(rd, "snapshots.jsonl")
+        self.alive: set[int] = set()
+        self.started: set[int] = set()
 
-        def write_snapshot() -> None:
-            """Every alive node's views, at virtual time and at gossip time (frozen rounds out)."""
-            at, gossip_at = ns(sim.now), ns(sim.now - sim.frozen_s)
-            snapshots.write(row for i in sorted(alive) for row in snapshot_rows(sim.nodes[i].snapshot(), at, gossip_at))
+    def _write_spans(self, cols) -> None:
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.rd.traces / "spans.parquet", SPAN_SCHEMA)
+        self.writer.write_table(pa.table(cols, schema=SPAN_SCHEMA))
 
-        def settled_snapshot() -> None:
-            """A snapshot once the exchanges in flight have finished (timers held), so a partner
-            that a RINGS/VICINITY exchange removed for a moment is not counted as missing: the
-            end-of-cycle view the paper's simulator measures. Periodic, and at the end."""
-            sim.run_frozen(lambda: None)
-            write_snapshot()
+    # --- nodes --------------------------------------------------------------------------------
 
-        def descriptor(j: int) -> Descriptor:
-            return Descriptor(j, sim_addr(j), subs[j])
+    def new_core(self, i: int):
+        exp = self.exp
+        me = Descriptor(i, sim_addr(i), self.plan.subscriptions[i])
+        return create_protocol(exp.protocol.name, me, exp.protocol.params, random.Random(f"{exp.seed}:node:{i}"),
+                               self.sim.shared)
 
-        def new_core(i: int):
-            me = Descriptor(i, sim_addr(i), subs[i])
-            return create_protocol(exp.protocol.name, me, exp.protocol.params, random.Random(f"{exp.seed}:node:{i}"), sim.shared)
+    def join(self, i: int, contacts: list[int], initial: bool = False) -> None:
+        if i in self.alive:
+            return
+        if self.exp.churn.rejoin == "fresh" and i in self.started:
+            self.sim.replace_node(self.new_core(i))
+        self.started.add(i)
+        self.alive.add(i)
+        self.timeline.record(ns(self.sim.now), "join", i, **({"initial": True} if initial else {}))
+        subs = self.plan.subscriptions
+        self.sim.start_node(i, [Descriptor(j, sim_addr(j), subs[j]) for j in contacts])
 
-        def join(i: int, contacts: list[int], initial: bool = False) -> None:
-            if i in alive:
-                return
-            if exp.churn.rejoin == "fresh" and i in started:
-                sim.replace_node(new_core(i))
-            started.add(i)
-            alive.add(i)
-            timeline.record(ns(sim.now), "join", i, **({"initial": True} if initial else {}))
-            sim.start_node(i, [descriptor(j) for j in contacts])
+    def depart(self, i: int, kind: str) -> None:
+        if i not in self.alive:
+            return
+        self.alive.discard(i)
+        self.timeline.record(ns(self.sim.now), kind, i)
+        self.sim.stop_node(i, graceful=kind == "leave")
 
-        def depart(i: int, kind: str) -> None:
-            if i not in alive:
-                return
-            alive.discard(i)
-            timeline.record(ns(sim.now), kind, i)
-            sim.stop_node(i, graceful=kind == "leave")
+    def partition(self, cut: frozenset[int], on: bool) -> None:
+        (self.sim.links.partitions.append if on else self.sim.links.partitions.remove)(cut)
+        self.timeline.record(ns(self.sim.now), "fault_on" if on else "fault_off", None, fault="partition",
+                             nodes=sorted(cut))
 
-        def fork_variants() -> None:
-            """Fork one child per variant; return in each child as that variant, raise
-            VariantsDone in the parent when all have ended."""
-            nonlocal exp, rd, timeline, snapshots, forked
-            spans.flush()
-            out = rd.path / "variants"
-            pending = [(variant_experiment(exp, v), variant_label(v)) for v in exp.sim.variants]
-            running: dict[int, str] = {}
-            ended: dict[str, int] = {}
-            limit = exp.sim.parallel_variants or os.cpu_count() or 1
-            try:
-                while pending or running:
-                    if pending and len(running) < limit:
-                        vexp, label = pending.pop(0)
-                        pid = os.fork()
-                        if pid == 0:
-                            self.child = True
-                            vrd = RunDir.create(vexp, out, run_id=label)
-                            for name in ("subscriptions.jsonl", "timeline.jsonl", "snapshots.jsonl"):
-                                if (rd.path / name).exists():
-                                    shutil.copyfile(rd.path / name, vrd.path / name)
-                            timeline.close()
-                            snapshots.close()
-                            exp, rd = vexp, vrd
-                            timeline, snapshots = Timeline(rd), JsonLines(rd, "snapshots.jsonl")
-                            for core in sim.nodes.values():
-                                core.config = vexp.protocol.params
-                            return
-                        running[pid] = label
-                        continue
-                    pid, status = os.wait()
-                    label = running.pop(pid)
-                    ended[label] = os.waitstatus_to_exitcode(status)
-                    console.print(f"variant {label}: {'done' if ended[label] == 0 else f'failed ({ended[label]})'}")
-            except BaseException:
-                if self.child:
-                    raise  # a child failing to set up: its siblings are not its to stop
-                for pid in running:
-                    os.kill(pid, signal.SIGTERM)
-                for pid in running:
-                    os.waitpid(pid, 0)
-                raise
-            rd.write_json("variants.json", [
-                {"variant": v, "run_dir": f"variants/{variant_label(v)}", "exit_code": ended[variant_label(v)]}
-                for v in exp.sim.variants])
-            failed = [label for label, code in ended.items() if code]
-            if failed:
-                raise RuntimeError(f"variants failed: {', '.join(failed)} (see their output above)")
-            forked = True
-            raise VariantsDone
+    def publish(self, batch: list[plans.Step]) -> None:
+        for step in batch:
+            p = step.publication
+            self.sim.publish(p.node, p.topic, plans.payload(self.exp, step.index))
 
-        def partition(cut: frozenset[int], on: bool) -> None:
-            (sim.links.partitions.append if on else sim.links.partitions.remove)(cut)
-            timeline.record(ns(sim.now), "fault_on" if on else "fault_off", None, fault="partition", nodes=sorted(cut))
+    # --- snapshots ----------------------------------------------------------------------------
 
+    def write_snapshot(self) -> None:
+        """Every alive node's views, at virtual time and at gossip time (frozen rounds out)."""
+        sim = self.sim
+        at, gossip_at = ns(sim.now), ns(sim.now - sim.frozen_s)
+        self.snapshots.write(row for i in sorted(self.alive) for row in snapshot_rows(sim.nodes[i].snapshot(), at, gossip_at))
+
+    def settled_snapshot(self) -> None:
+        """A snapshot once the exchanges in flight have finished (timers held), so a partner
+        that a RINGS/VICINITY exchange removed for a moment is not counted as missing: the
+        end-of-cycle view the paper's simulator measures. Periodic, and at the end."""
+        self.sim.run_frozen(lambda: None)
+        self.write_snapshot()
+
+    # --- variants -----------------------------------------------------------------------------
+
+    def fork_variants(self) -> None:
+        """Fork one child per variant; return in each child as that variant, raise
+        VariantsDone in the parent when all have ended."""
+        exp, rd = self.exp, self.rd
+        self.spans.flush()
+        out = rd.path / "variants"
+        pending = [(variant_experiment(exp, v), variant_label(v)) for v in exp.sim.variants]
+        running: dict[int, str] = {}
+        ended: dict[str, int] = {}
+        limit = exp.sim.parallel_variants or os.cpu_count() or 1
         try:
-            rd.write_jsonl("subscriptions.jsonl", ({"node": i, "topics": sorted(t)} for i, t in enumerate(subs)))
+            while pending or running:
+                if pending and len(running) < limit:
+                    vexp, label = pending.pop(0)
+                    pid = os.fork()
+                    if pid == 0:
+                        self.child = True
+                        vrd = RunDir.create(vexp, out, run_id=label)
+                        for name in ("subscriptions.jsonl", "timeline.jsonl", "snapshots.jsonl"):
+                            if (rd.path / name).exists():
+                                shutil.copyfile(rd.path / name, vrd.path / name)
+                        self.timeline.close()
+                        self.snapshots.close()
+                        self.exp, self.rd = vexp, vrd
+                        self.timeline, self.snapshots = Timeline(vrd), JsonLines(vrd, "snapshots.jsonl")
+                        for core in self.sim.nodes.values():
+                            core.config = vexp.protocol.params
+                        return
+                    running[pid] = label
+                    continue
+                pid, status = os.wait()
+                label = running.pop(pid)
+                ended[label] = os.waitstatus_to_exitcode(status)
+                console.print(f"variant {label}: {'done' if ended[label] == 0 else f'failed ({ended[label]})'}")
+        except BaseException:
+            if self.child:
+                raise  # a child failing to set up: its siblings are not its to stop
+            for pid in running:
+                os.kill(pid, signal.SIGTERM)
+            for pid in running:
+                os.waitpid(pid, 0)
+            raise
+        rd.write_json("variants.json", [
+            {"variant": v, "run_dir": f"variants/{variant_label(v)}", "exit_code": ended[variant_label(v)]}
+            for v in exp.sim.variants])
+        failed = [label for label, code in ended.items() if code]
+        if failed:
+            raise RuntimeError(f"variants failed: {', '.join(failed)} (see their output above)")
+        self.forked = True
+        raise VariantsDone
+
+    # --- the run ------------------------------------------------------------------------------
+
+    def _schedule(self) -> None:
+        """The plan's steps as calls on the simulator's clock (entries due at one time run in the
+        order scheduled); publications at one time are one round, on a frozen overlay if
+        ``publications.freeze``; the variants fork just before the first publication."""
+        exp, sim = self.exp, self.sim
+        frozen = exp.publications.freeze and exp.publications.mode == "per_topic"
+        forked_at = min((p.at_s for p in self.plan.publications), default=self.plan.end_s)
+        rounds: dict[float, list[plans.Step]] = {}
+        for step in plans.schedule(exp, self.plan, load=False):
+            if step.kind == "publish":
+                if exp.sim.variants and not rounds:
+                    sim.call_at(forked_at, self.fork_variants)
+                if step.at_s not in rounds:
+                    batch = rounds[step.at_s] = []
+                    sim.call_at(step.at_s, (lambda b=batch: sim.run_frozen(lambda: self.publish(b))) if frozen
+                                else (lambda b=batch: self.publish(b)))
+                rounds[step.at_s].append(step)
+            elif step.kind == "join":
+                sim.call_at(step.at_s, lambda s=step: self.join(s.node, plans.join_contacts(exp, s.node, s.at_s, self.alive)))
+            elif step.kind in ("leave", "crash"):
+                sim.call_at(step.at_s, lambda s=step: self.depart(s.node, s.kind))
+            elif step.kind in ("partition_on", "partition_off"):
+                sim.call_at(step.at_s, lambda s=step: self.partition(s.nodes, s.kind == "partition_on"))
+            else:
+                raise ExperimentError(f"the sim backend cannot carry out a {step.kind!r} step")
+        if exp.sim.variants and not rounds:
+            sim.call_at(forked_at, self.fork_variants)
+        every = exp.outputs.snapshot_every_s
+        if every:
+            for k in range(1, int(self.plan.end_s / every) + 1):
+                sim.call_at(k * every, self.settled_snapshot)
+
+    def run(self) -> None:
+        exp, rd, plan, sim = self.exp, self.rd, self.plan, self.sim
+        try:
+            rd.write_jsonl("subscriptions.jsonl", ({"node": i, "topics": sorted(t)} for i, t in enumerate(plan.subscriptions)))
             for i in range(exp.nodes.count):
-                sim.add_node(new_core(i))
+                sim.add_node(self.new_core(i))
             for i in range(exp.nodes.count):
                 if i not in plan.churn.offline_at_start:
-                    join(i, plans.initial_contacts(plan, i), initial=True)
-            for e in plan.churn.events:
-                if e.kind == "join":
-                    sim.call_at(e.at_s, lambda e=e: join(e.node, plans.join_contacts(exp, e.node, e.at_s, alive)))
-                else:
-                    sim.call_at(e.at_s, lambda e=e: depart(e.node, e.kind))
-            for w in plan.network.partitions:
-                sim.call_at(w.start_s, lambda w=w: partition(w.nodes, True))
-                sim.call_at(w.end_s, lambda w=w: partition(w.nodes, False))
-            if exp.sim.variants:
-                # before the first publication (entries at one time run in the order scheduled)
-                sim.call_at(min((p.at_s for p in plan.publications), default=plan.end_s), fork_variants)
-            rounds: dict[float, list[tuple[int, plans.Publication]]] = {}
-            for k, p in enumerate(plan.publications):
-                rounds.setdefault(p.at_s, []).append((k, p))
-
-            def publish(batch) -> None:
-                for k, p in batch:
-                    sim.publish(p.node, p.topic, plans.payload(exp, k))
-
-            frozen = exp.publications.freeze and exp.publications.mode == "per_topic"
-            for at, batch in rounds.items():
-                sim.call_at(at, (lambda b=batch: sim.run_frozen(lambda: publish(b))) if frozen else (lambda b=batch: publish(b)))
-            every = exp.outputs.snapshot_every_s
-            if every:
-                for k in range(1, int(plan.end_s / every) + 1):
-                    sim.call_at(k * every, settled_snapshot)
+                    self.join(i, plans.initial_contacts(plan, i), initial=True)
+            self._schedule()
             with phase(f"sim: {exp.nodes.count} peers, {plan.end_s:.0f} s of virtual time", plan.end_s) as advance:
                 t = 0.0
                 while t < plan.end_s + sim.frozen_s:  # freezes push the schedule later
@@ -229,18 +257,19 @@ class SimRunner(Runner):
                     sim.run_until(t)
                     advance(t - sim.frozen_s)
             end_ns = ns(sim.now)
-            settled_snapshot()
-            spans.flush()
+            self.settled_snapshot()
+            self.spans.flush()
         finally:
-            if writer is None and not forked:
-                writer = pq.ParquetWriter(rd.traces / "spans.parquet", SPAN_SCHEMA)  # a run with no spans
-            if writer is not None:
-                writer.close()
-            timeline.close()
-        snapshots.close()
+            if self.writer is None and not self.forked:  # a run with no spans
+                self.writer = pq.ParquetWriter(self.rd.traces / "spans.parquet", SPAN_SCHEMA)
+            if self.writer is not None:
+                self.writer.close()
+            self.timeline.close()
+        exp, rd = self.exp, self.rd  # a forked variant's own
+        self.snapshots.close()
         rd.write_jsonl("stats.jsonl", ({"node": i, "counters": dict(c)} for i, c in sim.stats.items()))
         rd.write_json("run.json", run_meta(
             exp, rd, started_ns=0, measure_start_ns=ns(exp.phases.warmup_s), ended_ns=end_ns,
-            frozen_ns=ns(sim.frozen_s), sim_steps=sim.steps, spans=spans.count,
+            frozen_ns=ns(sim.frozen_s), sim_steps=sim.steps, spans=self.spans.count,
             skipped_publications=plan.skipped_publications,
         ))

@@ -131,6 +131,8 @@ class Simulation:
                 if self._timers.get((node_id, name)) == at and node_id in self.alive:
                     del self._timers[(node_id, name)]
                     self._execute(node_id, self.nodes[node_id].on_timer(name, at), None)
+                    if self.validate:
+                        self.nodes[node_id].validate()
             else:
                 data()
         self.now = max(self.now, t_end)

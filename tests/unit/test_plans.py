@@ -30,6 +30,28 @@ def test_bootstrap_contacts_are_distinct_others():
         assert len(cs) == len(set(cs)) == 4 and i not in cs
 
 
+def test_ring_contacts_are_the_nearest_ids_on_both_sides_and_form_one_undirected_ring():
+    e = exp(nodes={"count": 10, "bootstrap_contacts": 4, "contacts": "ring"})
+    contacts = plans.bootstrap_contacts(e)
+    assert contacts[0] == [1, 2, 8, 9] and contacts[5] == [3, 4, 6, 7]
+    assert all(i in contacts[j] for i, cs in enumerate(contacts) for j in cs)  # symmetric
+    one = plans.bootstrap_contacts(exp(nodes={"count": 10, "bootstrap_contacts": 1, "contacts": "ring"}))
+    assert one[0] == [1, 9]
+
+
+def test_schedule_orders_by_time_then_churn_partitions_publications():
+    e = exp(nodes={"count": 20}, publications={"count": 4, "rate_per_s": 1}, phases={"warmup_s": 1},
+            churn={"model": "sessions", "fraction": 0.5, "session": {"mean_s": 1}},
+            network={"partitions": [{"start_s": 1, "end_s": 2, "fraction": 0.2}]})
+    plan = plans.render(e)
+    steps = plans.schedule(e, plan)
+    rank = {"join": 0, "leave": 0, "crash": 0, "partition_on": 1, "partition_off": 1, "publish": 2}
+    assert steps == sorted(steps, key=lambda s: (s.at_s, rank[s.kind]))
+    assert [s.index for s in steps if s.kind == "publish"] == list(range(len(plan.publications)))
+    assert sum(s.kind in plans.CHURN_KINDS for s in steps) == len(plan.churn.events) > 0
+    assert [s.kind for s in plans.schedule(e, plan, load=True) if s.kind in ("publish", "load")] == ["load"]
+
+
 def test_rate_publications_follow_rate_and_publishers_subscribe():
     e = exp(publications={"count": 30, "rate_per_s": 5}, phases={"warmup_s": 2})
     plan = plans.render(e)
