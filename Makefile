@@ -12,7 +12,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 EXPERIMENT ?= experiments/quickstart.yaml
 BACKEND ?= local
 
-.PHONY: setup run test test-unit test-component proto proto-check bench bench-sim bench-load bench-poldercast clean \
+.PHONY: setup run test lint test-unit test-component proto proto-check bench bench-sim bench-load bench-poldercast clean \
 	chart-schema chart-render chart-check image test-image \
 	cluster-build cluster-images cluster-up cluster-down test-cluster bench-cluster
 
@@ -28,8 +28,13 @@ $(STAMP): pyproject.toml constraints.txt
 run: setup
 	$(VENV)/bin/overlaylab run $(EXPERIMENT) --backend $(BACKEND)
 
-test: setup $(HELM)
+test: setup $(HELM) lint
 	$(PY) -m pytest
+
+# ruff over the project; mypy --strict over the protocol cores (node/core, pyproject.toml).
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 test-unit: setup
 	$(PY) -m pytest -m unit

@@ -17,7 +17,7 @@ def normalize_otlp(raw: DataFrame) -> DataFrame:
         .select(F.explode("rs.scopeSpans").alias("ss"))
         .select(F.explode("ss.spans").alias("s"))
     )
-    value = lambda a: F.coalesce(  # noqa: E731
+    value = lambda a: F.coalesce(
         a["value"]["stringValue"], a["value"]["intValue"],
         a["value"]["boolValue"].cast("string"), a["value"]["doubleValue"].cast("string"),
     )
@@ -142,7 +142,7 @@ def timeseries(dels: DataFrame, pubs: DataFrame, start_ns: int, bucket_s: float 
     deliveries to them and hit ratio of the events published in that bucket, their latency p50
     and p99, and deliveries made in the bucket (by arrival time)."""
     width = F.lit(int(bucket_s * 1e9))
-    bucket = lambda col: F.floor((col - F.lit(start_ns)) / width).cast("long")  # noqa: E731
+    bucket = lambda col: F.floor((col - F.lit(start_ns)) / width).cast("long")
     published = pubs.groupBy(bucket(F.col("t0_ns")).alias("bucket")).agg(F.count("*").alias("published"))
     d = dels.join(pubs.select("event_id", "t0_ns"), "event_id")
     by_pub = d.groupBy(bucket(F.col("t0_ns")).alias("bucket")).agg(

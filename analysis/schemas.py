@@ -1,7 +1,14 @@
 """Declared schemas of everything the analysis reads; nothing is inferred."""
 
 from pyspark.sql.types import (
-    ArrayType, BooleanType, DoubleType, IntegerType, LongType, StringType, StructField, StructType,
+    ArrayType,
+    BooleanType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
 )
 
 # The one flat span table every backend's traces are normalised into (ARCHITECTURE.md, "Traces").

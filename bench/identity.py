@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import RESULTS, ROOT, header, timed  # noqa: E402
+from run import RESULTS, ROOT, header, timed
 
 CASES = {
     "gossip-quickstart-1000": ["experiments/quickstart.yaml", "--backend", "sim", "--set", "nodes.count=1000"],

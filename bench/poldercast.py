@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import RESULTS, ROOT, header, timed  # noqa: E402
+from run import RESULTS, ROOT, header, timed
 
 EXPERIMENT = ROOT / "experiments" / "poldercast-e1-convergence.yaml"
 SLICE_ROUNDS = 3

@@ -59,8 +59,9 @@ def cmd_run(args) -> int:
 
 def _variants(sweep_dir, analyze: bool) -> int:
     """After a run forked into variants: analyse each, and show them side by side."""
-    from analysis.jobs.summarize import run as summarize
     from rich.table import Table
+
+    from analysis.jobs.summarize import run as summarize
 
     variants = json.loads((sweep_dir / "variants.json").read_text())
     console.print(f"{len(variants)} variants in {sweep_dir}/variants/")
@@ -92,8 +93,9 @@ def _analyze(run_dir: str) -> int:
 
 
 def cmd_compare(args) -> int:
-    from analysis.compare import compare
     from rich.table import Table
+
+    from analysis.compare import compare
 
     result = compare(args.run_dirs)
     if args.json:
@@ -222,8 +224,9 @@ def cmd_drive(args) -> int:
 
 
 def cmd_load_plan(args) -> int:
-    from loadgen.plan import write_load_plan
     from pathlib import Path
+
+    from loadgen.plan import write_load_plan
 
     from . import plans
 

@@ -14,11 +14,24 @@ from typing import Annotated, Any, Literal, Union
 
 import yaml
 from pydantic import (
-    BaseModel, ConfigDict, Discriminator, Field, NonNegativeFloat, PositiveFloat, PositiveInt, Tag,
-    TypeAdapter, ValidationError, create_model, model_validator,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    NonNegativeFloat,
+    PositiveFloat,
+    PositiveInt,
+    Tag,
+    TypeAdapter,
+    ValidationError,
+    create_model,
+    model_validator,
 )
 
 from node.core import dissemination_params, protocol_config_class, protocol_names, protocol_spec
+from node.plugins import load_plugins
+
+load_plugins()
 
 
 class Strict(BaseModel):

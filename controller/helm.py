@@ -20,9 +20,9 @@ from pathlib import Path
 
 import yaml
 
-from . import plans
 from node.core import builtin_protocols
 
+from . import plans
 from .config import ConstantDelay, Experiment, ExperimentError, dump_experiment, experiment_schema
 from .hosting import pod_layout, release_name
 
@@ -111,7 +111,7 @@ def values_schema() -> dict:
     exp_schema = experiment_schema(builtin_protocols())  # what the image carries
     defs = exp_schema.pop("$defs", {})
     exp_schema.pop("title", None)
-    obj = lambda props, required=(): {  # noqa: E731
+    obj = lambda props, required=(): {
         "type": "object", "additionalProperties": False, "properties": props, "required": list(required)}
     string, integer = {"type": "string"}, {"type": "integer", "minimum": 0}
     return {

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from . import churn, workloads
 from .config import Experiment
-from .network import NetworkPlan
 from .datafiles import PlanError
+from .network import NetworkPlan
 
 __all__ = ["Plan", "PlanError", "Publication", "Step", "render", "schedule"]
 

@@ -20,7 +20,7 @@ def serve(root: str | Path, port: int = 8000) -> None:
     root = Path(root).resolve()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:
             if self.path == "/healthz":
                 self._reply(200, b"ok")
                 return

@@ -10,17 +10,22 @@ from __future__ import annotations
 
 import math
 import random
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 
 import networkx as nx
 import numpy as np
 
-from .datafiles import PlanError, data_lines
 from .config import (
-    Experiment, SocialWorkload, SpiderCastWorkload, StanGridWorkload, TraceWorkload, UniformWorkload,
+    Experiment,
+    SocialWorkload,
+    SpiderCastWorkload,
+    StanGridWorkload,
+    TraceWorkload,
+    UniformWorkload,
     ZipfWorkload,
 )
+from .datafiles import PlanError, data_lines
 
 Subscriptions = list[frozenset[str]]
 

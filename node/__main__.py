@@ -23,10 +23,12 @@ from pathlib import Path
 from pydantic import TypeAdapter
 
 from node.core import protocol_config_class
+from node.plugins import load_plugins
 from node.transport.shell import PeerShell
 
 
 async def serve(cfg: dict) -> None:
+    load_plugins()
     params = TypeAdapter(protocol_config_class(cfg["protocol"])).validate_python(cfg["params"])
     state_dir = Path(cfg["state_dir"]) if cfg.get("state_dir") else None
     shared: dict = {}

@@ -71,12 +71,12 @@ class FakeAPIServer:
                 fake.requests.append((self.command, path))
                 return PATH.match(path), parse_qs(url.query)
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 m, _ = self._route()
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 try:
                     validate(body)
-                except Exception as e:  # noqa: BLE001 (either validator's error)
+                except Exception as e:
                     fake.rejected.append(f"{body.get('kind')}/{body.get('metadata', {}).get('name')}: {e}")
                     self._status(422, "Invalid", f"{body.get('kind')} is invalid: {e}")
                     return
@@ -89,7 +89,7 @@ class FakeAPIServer:
                 fake.objects[key] = body
                 self._send(201, body)
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 m, query = self._route()
                 if m is None:
                     self._status(404, "NotFound", self.path)
@@ -112,7 +112,7 @@ class FakeAPIServer:
                     return
                 self._send(200, self._with_status(obj))
 
-            def do_DELETE(self) -> None:  # noqa: N802
+            def do_DELETE(self) -> None:
                 m, _ = self._route()
                 obj = fake.objects.pop((m["plural"], m["name"]), None)
                 if obj is None:

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from node.core import Dissemination, Layer, ProtocolSpec, Stack, register_protocol
-from node.core.static import LAYER as STATIC, StaticTopology
+from node.core.static import LAYER as STATIC
+from node.core.static import StaticTopology
 from node.core.types import Action, Descriptor, EventMsg, Message, NodeId, RemoteProtocolError, Send, Signal
 
 NAME = "toy-flood"

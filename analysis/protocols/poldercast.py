@@ -15,11 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
-from . import ProtocolAnalysis, register_analysis
 from ..plotting import plt, save
+from . import ProtocolAnalysis, register_analysis
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def ring_id(node_id: int) -> int:
     return int.from_bytes(hashlib.blake2b(node_id.to_bytes(8, "big"), digest_size=8).digest(), "big")
 

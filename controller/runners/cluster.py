@@ -29,11 +29,11 @@ import grpc
 
 from node._gen.overlaylab.v1 import control_pb2
 
+from .. import plans
 from ..config import Experiment, ExperimentError
 from ..hosting import pod_layout
 from ..progress import console
 from ..rundir import RunDir
-from .. import plans
 from .driver import EMPTY, Driver, http_request
 
 POLL_S = 1.0
@@ -123,7 +123,7 @@ class ClusterDriver(Driver):
             for pod in churners:
                 try:
                     uid = (await self._read_pod(pod)).metadata.uid
-                except Exception:  # noqa: BLE001 (404 while the StatefulSet recreates it)
+                except Exception:
                     uid = None
                 if uid != self.uids[pod]:
                     (node,) = self.layout.nodes_of(pod)
@@ -155,7 +155,7 @@ class ClusterDriver(Driver):
                 if p.metadata.uid != self.uids[pod] and p.status.pod_ip and p.metadata.deletion_timestamp is None:
                     self.uids[pod] = p.metadata.uid
                     break
-            except Exception as e:  # noqa: BLE001 (404 while the StatefulSet recreates it)
+            except Exception as e:
                 if getattr(e, "status", None) != 404:
                     raise
             if time.monotonic() > deadline:

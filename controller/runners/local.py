@@ -162,7 +162,7 @@ class _LocalRun(Driver):
                 (out / "report.html").write_bytes(report)
                 await loop.run_in_executor(None, lambda: http_request("http://127.0.0.1:8089/stop", b""))
                 await asyncio.wait_for(loop.run_in_executor(None, proc.wait), 30)
-            except (OSError, asyncio.TimeoutError):
+            except (TimeoutError, OSError):
                 os.killpg(proc.pid, signal.SIGTERM)
         await loop.run_in_executor(None, proc.wait)
         self.timeline.record(time.time_ns(), "load_end", None, exit_code=proc.returncode)

@@ -22,7 +22,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from .cyclon import LAYER as CYCLON, Cyclon, CyclonConfig
+from .cyclon import LAYER as CYCLON
+from .cyclon import Cyclon, CyclonConfig
 from .registry import ProtocolSpec, register_protocol
 from .stack import Dissemination, Stack
 from .types import Descriptor, EventMsg, NodeId
@@ -59,7 +60,8 @@ class InterestGossip(Dissemination):
         self.layer = layer
 
     def relays(self, event: EventMsg) -> bool:
-        return event.hops < self.stack.config.ttl
+        ttl: int = self.stack.config.ttl
+        return event.hops < ttl
 
     def targets(self, event: EventMsg, sender: NodeId | None) -> list[tuple[NodeId, str]]:
         gamma, rng, topic = self.stack.config.gamma, self.stack.rng, event.topic

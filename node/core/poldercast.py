@@ -26,13 +26,16 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .cyclon import LAYER as CYCLON, Cyclon, CyclonConfig
+from .cyclon import LAYER as CYCLON
+from .cyclon import Cyclon, CyclonConfig
 from .registry import ProtocolSpec, register_protocol
-from .rings import LAYER as RINGS, RingIds, Rings
 from .ringcast import RingCast
+from .rings import LAYER as RINGS
+from .rings import RingIds, Rings
 from .stack import Layer, Stack
 from .types import Descriptor
-from .vicinity import LAYER as VICINITY, TopicBits, Vicinity
+from .vicinity import LAYER as VICINITY
+from .vicinity import TopicBits, Vicinity
 
 
 @dataclass

@@ -5,15 +5,12 @@ parameters, their defaults and docs; the experiment schema is built from it), a 
 function that stacks its layers and rule for one node, its cycle period and reply timeout (for
 per-cycle overhead and the gRPC shell's deadlines), and the parameters only dissemination reads.
 
-Protocols outside this package register the same way; the modules named in the environment
-variable ``OVERLAYLAB_PROTOCOLS`` (comma-separated) are imported when ``node.core`` is, in the
-controller and in every peer process alike.
+Protocols outside this package register the same way (see :mod:`node.plugins` for loading
+their modules in the controller and in every peer process).
 """
 
 from __future__ import annotations
 
-import importlib
-import os
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,8 +18,6 @@ from typing import Any
 
 from .stack import Stack
 from .types import Descriptor, LocalProtocolError
-
-PLUGINS_ENV = "OVERLAYLAB_PROTOCOLS"
 
 
 @dataclass(frozen=True)
@@ -79,9 +74,3 @@ def dissemination_params(name: str) -> frozenset[str]:
 def create_protocol(name: str, me: Descriptor, config: Any, rng: random.Random,
                     shared: dict[str, Any] | None = None) -> Stack:
     return protocol_spec(name).build(me, config, rng, {} if shared is None else shared)
-
-
-def load_plugins() -> None:
-    """Import the protocol modules named in ``$OVERLAYLAB_PROTOCOLS``."""
-    for module in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
-        importlib.import_module(module)

@@ -18,11 +18,13 @@ every event (``sim.variants`` changes them on a running overlay).
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from .rings import Rings
 from .stack import Dissemination
 from .types import Action, EventMsg, LocalProtocolError, NodeId, Send, Topic
 
-SHORTCUT_LAYERS = {"both": ("cyclon", "vicinity"), "cyclon": ("cyclon",), "vicinity": ("vicinity",)}
+SHORTCUT_LAYERS = MappingProxyType({"both": ("cyclon", "vicinity"), "cyclon": ("cyclon",), "vicinity": ("vicinity",)})
 
 
 class RingCast(Dissemination):

@@ -40,8 +40,8 @@ from typing import Any
 
 from .stack import ExchangeLayer
 from .types import Action, Descriptor, Gossip, LayerSnapshot, LocalProtocolError, NodeId, Topic
-from .views import age_all, pick_oldest
 from .vicinity import TopicBits
+from .views import age_all, pick_oldest
 
 LAYER = "rings"
 SPACE = 1 << 64
@@ -308,9 +308,9 @@ class Rings(ExchangeLayer):
         super().validate()
         half, ids = self.ring_size // 2, self.ids
         for t in self.stack.me.topics:
-            for slots, dist in ((self.succ.get(t, []), lambda n: (ids[n] - self.rid) % SPACE),
-                                (self.pred.get(t, []), lambda n: (self.rid - ids[n]) % SPACE)):
-                if len(slots) > half or [dist(n) for n in slots] != sorted(dist(n) for n in slots):
+            for slots, sign in ((self.succ.get(t, []), 1), (self.pred.get(t, []), -1)):
+                distances = [(sign * (ids[n] - self.rid)) % SPACE for n in slots]
+                if len(slots) > half or distances != sorted(distances):
                     raise LocalProtocolError(f"ring slots of {t!r} too many or out of order")
                 for n in slots:
                     if n not in self.view or t not in self.view[n].topics:

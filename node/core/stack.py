@@ -27,13 +27,26 @@ from collections.abc import Sequence
 from typing import Any
 
 from .types import (
-    Action, Deliver, Descriptor, EventMsg, Gossip, LayerSnapshot, LocalProtocolError, Message, NodeId,
-    NodeSnapshot, Published, RemoteProtocolError, Send, SetTimer, Topic,
+    Action,
+    Deliver,
+    Descriptor,
+    EventMsg,
+    Gossip,
+    LayerSnapshot,
+    LocalProtocolError,
+    Message,
+    NodeId,
+    NodeSnapshot,
+    Published,
+    RemoteProtocolError,
+    Send,
+    SetTimer,
+    Topic,
 )
 from .views import DuplicateFilter, PendingReplies, View, youngest
 
 
-class Layer(ABC):
+class Layer:
     """One layer of links (peer sampling or an overlay). ``name`` is its timer's name and the
     ``layer`` field of its messages; ``view`` holds its neighbours' descriptors."""
 

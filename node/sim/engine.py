@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from node.core.stack import Stack
 from node.core.types import Action, Descriptor, EventMsg, RemoteProtocolError, Send
-from node.interpret import LOST_TO_DEAD_PEER, MALFORMED, DROPPED_BY_LINK, SpanRecord, count_sent, interpret
+from node.interpret import DROPPED_BY_LINK, LOST_TO_DEAD_PEER, MALFORMED, SpanRecord, count_sent, interpret
 from node.links import LinkModel, LinkRule
 from node.transport import codec
 

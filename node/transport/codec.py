@@ -15,7 +15,15 @@ from google.protobuf.message import DecodeError
 
 from node._gen.overlaylab.v1 import control_pb2, peer_pb2
 from node.core.types import (
-    Descriptor, EventMsg, Gossip, LayerSnapshot, Message, NodeId, NodeSnapshot, RemoteProtocolError, Signal,
+    Descriptor,
+    EventMsg,
+    Gossip,
+    LayerSnapshot,
+    Message,
+    NodeId,
+    NodeSnapshot,
+    RemoteProtocolError,
+    Signal,
 )
 
 TraceIds = tuple[bytes, bytes]

@@ -3,8 +3,9 @@
 Each peer gets its own provider, so its resource carries ``overlaylab.node_id``. Spans go either
 to its own file ``node-<id>.jsonl`` in the run directory (the Collector's file-exporter format:
 one ``ExportTraceServiceRequest`` per line; local backend, containers) or over OTLP/gRPC to a
-Collector (``otlp_endpoint``, the k8s backend, whose Collector writes the same file format). The batch queue is sized so that a burst drops nothing; the exporter wrapper counts what
-was exported, so ``spans_dropped = spans_ended - spans_exported`` after a flush is exact.
+Collector (``otlp_endpoint``, the k8s backend, whose Collector writes the same file format).
+The batch queue is sized so that a burst drops nothing; the exporter wrapper counts what was
+exported, so ``spans_dropped = spans_ended - spans_exported`` after a flush is exact.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """A peer that receives malformed or oversized messages rejects and counts them, and keeps running."""
 
 import asyncio
-import random
 
 import grpc
 import pytest

@@ -2,7 +2,13 @@ import pytest
 
 from node._gen.overlaylab.v1 import peer_pb2
 from node.core.types import (
-    Descriptor, EventMsg, Gossip, LayerSnapshot, NodeSnapshot, RemoteProtocolError, Signal,
+    Descriptor,
+    EventMsg,
+    Gossip,
+    LayerSnapshot,
+    NodeSnapshot,
+    RemoteProtocolError,
+    Signal,
 )
 from node.transport import codec
 

@@ -1,7 +1,7 @@
 import random
+import statistics
 
 import pytest
-import statistics
 
 from node.links import LinkModel, LinkRule
 
