@@ -12,7 +12,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 EXPERIMENT ?= experiments/quickstart.yaml
 BACKEND ?= local
 
-.PHONY: setup run test lint test-unit test-component proto proto-check bench bench-sim bench-load bench-poldercast clean \
+.PHONY: setup run test lint test-unit test-component proto proto-check bench bench-sim bench-load bench-poldercast bench-identity clean \
 	chart-schema chart-render chart-check image test-image \
 	cluster-build cluster-images cluster-up cluster-down test-cluster bench-cluster
 
@@ -122,6 +122,11 @@ bench-load: setup
 
 bench-poldercast: setup
 	$(PY) bench/poldercast.py
+
+# This tree against BASELINE (a commit): run digests and wall time side by side (refactors).
+BASELINE ?= HEAD~1
+bench-identity: setup
+	$(PY) bench/identity.py --baseline $(BASELINE) --repeat 2
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -74,6 +74,10 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         self.reply_timeout_s = protocol_spec(protocol).reply_timeout_s(params)
         self.server: grpc.aio.Server | None = None
         self._channels: dict[str, grpc.aio.Channel] = {}
+        self._calls: dict[tuple[str, str], grpc.aio.UnaryUnaryMultiCallable] = {}
+        self._reply_to: int | None = None  # while _execute runs: the node whose call is being served
+        self._reply = None  # ... and the reply to it, which travels as the call's response
+        self._links: tuple = ()  # ... and the span contexts a publish span links to
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task] = set()
         self.addr = ""
@@ -170,8 +174,12 @@ class PeerShell(control_pb2_grpc.ControlServicer):
             channel = self._channels[addr] = grpc.aio.insecure_channel(addr, options=CHANNEL_OPTIONS)
         return channel
 
-    def _call(self, addr: str, rpc: str):
-        return self._channel(addr).unary_unary(f"/{SERVICE}/{rpc}")
+    def _call(self, addr: str, rpc: str) -> grpc.aio.UnaryUnaryMultiCallable:
+        """The raw-bytes call of ``rpc`` on the peer at ``addr``."""
+        call = self._calls.get((addr, rpc))
+        if call is None:
+            call = self._calls[(addr, rpc)] = self._channel(addr).unary_unary(f"/{SERVICE}/{rpc}")
+        return call
 
     async def _send(self, a: Send, span) -> None:
         # Sizes are needed for layer byte counts and for bandwidth emulation; an event copy is

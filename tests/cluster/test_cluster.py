@@ -16,7 +16,9 @@ import yaml
 from kubernetes import client, config
 
 from controller.runners.k8s import helm_binary
+from node.core import builtin_protocols
 from tests.conftest import ROOT
+from tests.helpers import conformance_experiment
 
 CLUSTER_SETTINGS = [
     "k8s.namespace=default", "k8s.image_pull_policy=Never", "k8s.collector_image=overlaylab/otelcol:0.165.0",
@@ -102,6 +104,20 @@ def test_quickstart_over_the_k8s_backend_reaches_every_subscriber(api, tmp_path)
     assert summary["backend"] == "k8s" and summary["events"] == 40
     assert summary["hit_ratio"] == 1.0
     assert summary["spans"]["dropped"] == 0
+    assert wait_gone(api, summary["run_id"]) == []
+
+
+@pytest.mark.parametrize("name", builtin_protocols())
+def test_every_protocol_the_image_carries_delivers_every_event_on_the_cluster(api, tmp_path, name):
+    """The conformance suite's smoke (16 peers on a ring of contacts, static network) over the
+    k8s backend, for each protocol registered in the package."""
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(conformance_experiment(name, backend="k8s")))
+    out = tmp_path / "runs"
+    out.mkdir()
+    summary, _ = run_and_summarise(out, str(path), "k8s.peers_per_pod=4")
+    assert summary["backend"] == "k8s" and summary["protocol"] == name and summary["events"] == 24
+    assert summary["hit_ratio"] == 1.0 and summary["spans"]["dropped"] == 0
     assert wait_gone(api, summary["run_id"]) == []
 
 

@@ -1,7 +1,7 @@
 """What every registered protocol must do, checked for each by itself (a new protocol is
 covered the moment it registers): runs reproducible across hash seeds, every message it emits
 survives the codec unchanged, its invariants hold after every step. The gRPC half of the suite
-is tests/component/test_conformance.py."""
+is tests/component/test_conformance_grpc.py."""
 
 from __future__ import annotations
 

@@ -129,3 +129,12 @@ def test_stack_delivers_every_copy_forwards_first_copies_and_routes_layer_messag
     assert s.on_message(1, EventMsg("1-2", "t", b"", 1, 1), 5.0) == []
     with pytest.raises(LocalProtocolError):
         s.publish("t", b"", 5.0)
+
+
+def test_analysis_imports_nothing_from_node():
+    """The analysis computes from a run's files alone: a second route to what the cores did."""
+    for path in (CORE.parent.parent / "analysis").rglob("*.py"):
+        for stmt in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in stmt.names] if isinstance(stmt, ast.Import) else \
+                [stmt.module or ""] if isinstance(stmt, ast.ImportFrom) and not stmt.level else []
+            assert not any(n == "node" or n.startswith("node.") for n in names), f"{path} imports {names}"
