@@ -8,7 +8,8 @@ time and peak RSS of both with their ratio. Used for refactors that must not cha
     python bench/identity.py --baseline <commit> [--repeat 2]
 
 The baseline is checked out into a temporary git worktree and imported ahead of this tree
-(``PYTHONPATH``), with this tree's virtual environment.
+(each run's working directory is its tree: ``python -m`` puts it first on ``sys.path``), with
+this tree's virtual environment.
 """
 
 from __future__ import annotations
@@ -31,6 +32,17 @@ CASES = {
     "poldercast-e1-1000": ["experiments/poldercast-e1-convergence.yaml", "--set", "nodes.count=1000"],
 }
 FILES = ("traces/spans.parquet", "snapshots.jsonl", "timeline.jsonl", "stats.jsonl")
+CHECKED_RUN = """
+import sys
+from pathlib import Path
+import controller, node
+tree = Path(sys.argv.pop(1)).resolve()
+for m in (controller, node):  # the code that runs must be the tree's own
+    assert Path(m.__file__).resolve().is_relative_to(tree), (m.__file__, tree)
+from controller.cli import main
+sys.argv[0] = "overlaylab"
+main(["run", *sys.argv[1:]])
+"""
 
 
 def digest(path: Path) -> str:
@@ -42,10 +54,9 @@ def digest(path: Path) -> str:
 
 
 def run_case(tree: Path, args: list[str], out: Path) -> dict:
-    env_path = str(tree)
-    cmd = ["env", f"PYTHONPATH={env_path}", sys.executable, "-m", "controller.cli", "run",
+    cmd = ["env", f"PYTHONPATH={tree}", sys.executable, "-c", CHECKED_RUN, str(tree),
            str(ROOT / args[0]), *args[1:], "--out", str(out), "--no-analyze"]
-    r = timed(cmd)
+    r = timed(cmd, cwd=tree)
     r.pop("stdout")
     [run_dir] = [p for p in out.iterdir() if p.is_dir()]
     r["sha256"] = {name: digest(run_dir / name) for name in FILES}

@@ -22,9 +22,9 @@ RESULTS = ROOT / "bench" / "results"
 EXPERIMENT = ROOT / "experiments" / "quickstart.yaml"
 
 
-def timed(cmd: list[str]) -> dict:
+def timed(cmd: list[str], cwd: Path = ROOT) -> dict:
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start

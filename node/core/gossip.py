@@ -56,7 +56,6 @@ class InterestGossip(Dissemination):
     params = frozenset({"gamma", "ttl"})
 
     def __init__(self, layer: str) -> None:
-        super().__init__()
         self.layer = layer
 
     def relays(self, event: EventMsg) -> bool:

@@ -32,7 +32,6 @@ class RingCast(Dissemination):
     params = frozenset({"fanout", "shortcut_source", "ring_failover"})
 
     def __init__(self, rings: Rings) -> None:
-        super().__init__()
         self.rings = rings
 
     def check_publish(self, topic: Topic) -> None:

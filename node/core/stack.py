@@ -46,24 +46,22 @@ from .types import (
 from .views import DuplicateFilter, PendingReplies, View, youngest
 
 
-class Layer:
+class _Part:
+    """A layer or the rule of a stack: bound to it once, when the stack is built."""
+
+    name: str = ""
+    stack: Stack
+
+    def bind(self, stack: Stack) -> None:
+        self.stack = stack
+
+
+class Layer(_Part):
     """One layer of links (peer sampling or an overlay). ``name`` is its timer's name and the
     ``layer`` field of its messages; ``view`` holds its neighbours' descriptors."""
 
-    name: str = ""
-
     def __init__(self) -> None:
         self.view: View = {}
-        self._stack: Stack | None = None
-
-    @property
-    def stack(self) -> Stack:
-        if self._stack is None:
-            raise LocalProtocolError(f"layer {self.name!r} is not part of a stack")
-        return self._stack
-
-    def bind(self, stack: Stack) -> None:
-        self._stack = stack
 
     @property
     def period(self) -> float | None:
@@ -103,7 +101,7 @@ class Layer:
             raise LocalProtocolError(f"{self.name} view entry with a negative age or a wrong key")
 
 
-class ExchangeLayer(Layer):
+class ExchangeLayer(Layer, ABC):
     """A push-pull gossip layer: each cycle a request to one partner, who answers with a reply.
 
     Subclasses pick the partner and the entries in ``tick`` and send them with ``request``;
@@ -141,25 +139,12 @@ class ExchangeLayer(Layer):
     def on_reply(self, msg: Gossip, kept: Any, now: float) -> None: ...
 
 
-class Dissemination(ABC):
+class Dissemination(_Part, ABC):
     """Where an event goes: asked once per event at the publisher and at each first copy."""
 
-    name: str = ""
     params: frozenset[str] = frozenset()
     """Config fields only this rule reads: changing them on a running overlay before its first
     event is the same as starting with them (``sim.variants``)."""
-
-    def __init__(self) -> None:
-        self._stack: Stack | None = None
-
-    @property
-    def stack(self) -> Stack:
-        if self._stack is None:
-            raise LocalProtocolError(f"rule {self.name!r} is not part of a stack")
-        return self._stack
-
-    def bind(self, stack: Stack) -> None:
-        self._stack = stack
 
     def check_publish(self, topic: Topic) -> None:
         """Raise LocalProtocolError if this node may not publish on ``topic``."""

@@ -110,9 +110,10 @@ def test_quickstart_over_the_k8s_backend_reaches_every_subscriber(api, tmp_path)
 @pytest.mark.parametrize("name", builtin_protocols())
 def test_every_protocol_the_image_carries_delivers_every_event_on_the_cluster(api, tmp_path, name):
     """The conformance suite's smoke (16 peers on a ring of contacts, static network) over the
-    k8s backend, for each protocol registered in the package."""
+    k8s backend, for each protocol registered in the package (a longer warm-up: pods start
+    slower than processes)."""
     path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(conformance_experiment(name, backend="k8s")))
+    path.write_text(yaml.safe_dump(conformance_experiment(name, backend="k8s", phases={"warmup_s": 10, "drain_s": 3})))
     out = tmp_path / "runs"
     out.mkdir()
     summary, _ = run_and_summarise(out, str(path), "k8s.peers_per_pod=4")
