@@ -78,11 +78,15 @@ def expected_receivers(pubs: DataFrame, subscriptions: DataFrame, intervals: Dat
 
 
 def first_copies(spans: DataFrame) -> DataFrame:
-    """(event_id, node, time_ns, hops) of the first copy each node received of each event."""
+    """(event_id, node, time_ns, hops) of the first copy each node received of each event: the
+    copy the node itself flagged ``first_copy`` (copies often tie on time: links of 0 ms, one
+    virtual instant), the earliest if it flagged several (a fresh rejoin forgets what it saw),
+    then the fewest hops; a node with no flagged copy falls back to its earliest copy."""
+    order = F.struct((~F.col("first_copy")).alias("unflagged"), "time_ns", "hops")
     return (
         spans.where(F.col("name") == "receive")
         .groupBy("event_id", "node")
-        .agg(F.min_by(F.struct("time_ns", "hops"), "time_ns").alias("f"))
+        .agg(F.min_by(F.struct("time_ns", "hops"), order).alias("f"))
         .select("event_id", "node", "f.time_ns", "f.hops")
     )
 

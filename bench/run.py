@@ -30,7 +30,8 @@ def timed(cmd: list[str], cwd: Path = ROOT) -> dict:
     wall = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"failed: {' '.join(cmd)}")
-    return {"wall_s": round(wall, 2), "peak_rss_mib": round(usage.ru_maxrss / 1024, 1), "stdout": out.decode()}
+    return {"wall_s": round(wall, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1), "stdout": out.decode()}
 
 
 def header(benchmark: str, experiment: str) -> dict:

@@ -3,6 +3,7 @@
     overlaylab run FILE [--backend sim|local] [--seed N] [--out DIR] [--set PATH=VALUE ...] [--load-ui]
     overlaylab analyze RUN_DIR                 prints the headline metrics; summary.json has everything
     overlaylab compare RUN_DIR RUN_DIR...    metrics side by side (e.g. sim against local)
+    overlaylab crosscheck RUN_DIR            the core metrics recomputed in plain Python against summary.json
     overlaylab workload FILE [--json]        the workload's distributions and correlation
     overlaylab validate FILE [--set ...]     check a file without running it
     overlaylab schema                        the experiment file's JSON Schema
@@ -90,6 +91,25 @@ def _analyze(run_dir: str) -> int:
     print(json.dumps(headline(summary), indent=2))
     console.print(f"summary: {run_dir}/summary.json  report: {run_dir}/report.html")
     return 0
+
+
+def cmd_crosscheck(args) -> int:
+    from rich.table import Table
+
+    from analysis.crosscheck import compare
+
+    rows = compare(args.run_dir)
+    table = Table(title=f"crosscheck {args.run_dir}: Spark summary against plain Python")
+    for col in ("metric", "summary.json", "plain Python", ""):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["metric"], *(f"{v:.6g}" if isinstance(v, float) else str(v) for v in (r["spark"], r["python"])),
+                      "ok" if r["agree"] else "[red]DIFFERS[/]")
+    console.print(table)
+    bad = [r["metric"] for r in rows if not r["agree"]]
+    if bad:
+        print(f"differ: {', '.join(bad)}")
+    return 1 if bad else 0
 
 
 def cmd_compare(args) -> int:
@@ -267,6 +287,10 @@ def build_parser() -> argparse.ArgumentParser:
     analyze = sub.add_parser("analyze", help="(re)compute summary.json and report.html of a run")
     analyze.add_argument("run_dir")
     analyze.set_defaults(fn=cmd_analyze)
+
+    check = sub.add_parser("crosscheck", help="recompute the core metrics in plain Python and compare with summary.json")
+    check.add_argument("run_dir")
+    check.set_defaults(fn=cmd_crosscheck)
 
     comp = sub.add_parser("compare", help="compare analysed runs side by side (e.g. sim against local)")
     comp.add_argument("run_dirs", nargs="+")

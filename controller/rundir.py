@@ -106,5 +106,5 @@ def run_meta(exp: Experiment, rd: RunDir, **times) -> dict:
     return {
         "run_id": rd.run_id, "backend": exp.backend, "protocol": exp.protocol.name,
         "seed": exp.seed, "nodes": exp.nodes.count, "topics": getattr(exp.workload, "topics", None),
-        "events_planned": exp.publications.count, "cycle_s": exp.cycle_s(), **times,
+        "cycle_s": exp.cycle_s(), **times,
     }

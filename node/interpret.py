@@ -9,8 +9,7 @@ cross-validation of ``sim`` against ``local`` compare like with like.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from node.core.stack import Stack
 from node.core.types import Deliver, EventMsg, Message, Published, Send, SetTimer
@@ -25,10 +24,9 @@ SEND_FAILED = "send_failed"
 LOST_TO_DEAD_PEER = "lost_to_dead_peer"
 
 
-@dataclass(frozen=True, slots=True)
-class SpanRecord:
+class SpanRecord(NamedTuple):
     """A publish (the root of an event's trace) or a received copy: the span every backend
-    writes (ARCHITECTURE.md, "Traces")."""
+    writes (ARCHITECTURE.md, "Traces"). (A tuple: one is made per copy, the hottest path.)"""
 
     name: str
     event: EventMsg
@@ -67,7 +65,7 @@ def interpret(core: Stack, actions: list, stats: Counter, driver: ActionDriver, 
 def count_sent(stats: Counter, msg: Message, size: int) -> None:
     """A message handed to the network (before link emulation may drop it): events by count,
     layer messages by count and encoded bytes per layer."""
-    if isinstance(msg, EventMsg):
+    if type(msg) is EventMsg:
         stats[EVENTS_SENT] += 1
     else:
         stats[f"msgs_sent.{msg.layer}"] += 1

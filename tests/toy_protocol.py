@@ -59,8 +59,8 @@ class Flood(Dissemination):
 
     name = "flood"
 
-    def targets(self, event: EventMsg, sender: NodeId | None) -> list[tuple[NodeId, str]]:
-        return [(n, d.addr) for n, d in self.stack.view(STATIC).items() if n != sender]
+    def targets(self, event: EventMsg, sender: NodeId | None) -> list[Descriptor]:
+        return [d for n, d in self.stack.view(STATIC).items() if n != sender]
 
 
 def build(me: Descriptor, config: ToyConfig, rng: random.Random, shared: dict[str, Any]) -> Stack:

@@ -222,7 +222,8 @@ class Driver(ABC):
             rd.write_json("fidelity.json", fidelity)
         rd.write_json("run.json", run_meta(
             exp, rd, started_ns=started_ns, measure_start_ns=measure_start_ns, ended_ns=ended_ns,
-            counters_ns=counters_ns, skipped_publications=plan.skipped_publications, failed_actions=self.failures,
+            counters_ns=counters_ns, events_planned=len(plan.publications) + plan.skipped_publications,
+            skipped_publications=plan.skipped_publications, failed_actions=self.failures,
         ))
 
     async def _fidelity(self) -> dict | None:

@@ -271,5 +271,5 @@ class _SimRun:
         rd.write_json("run.json", run_meta(
             exp, rd, started_ns=0, measure_start_ns=ns(exp.phases.warmup_s), ended_ns=end_ns,
             frozen_ns=ns(sim.frozen_s), sim_steps=sim.steps, spans=self.spans.count,
-            skipped_publications=plan.skipped_publications,
+            events_planned=len(plan.publications) + plan.skipped_publications, skipped_publications=plan.skipped_publications,
         ))

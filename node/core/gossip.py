@@ -62,11 +62,11 @@ class InterestGossip(Dissemination):
         ttl: int = self.stack.config.ttl
         return event.hops < ttl
 
-    def targets(self, event: EventMsg, sender: NodeId | None) -> list[tuple[NodeId, str]]:
-        gamma, rng, topic = self.stack.config.gamma, self.stack.rng, event.topic
+    def targets(self, event: EventMsg, sender: NodeId | None) -> list[Descriptor]:
+        stack, topic = self.stack, event.topic
+        gamma, rng = stack.config.gamma, stack.rng
         return [
-            (d.node_id, d.addr)
-            for d in self.stack.view(self.layer).values()
+            d for d in stack.view(self.layer).values()
             if d.node_id != sender and (topic in d.topics or gamma >= 1.0 or rng.random() < gamma)
         ]
 

@@ -22,7 +22,7 @@ from types import MappingProxyType
 
 from .rings import Rings
 from .stack import Dissemination
-from .types import Action, EventMsg, LocalProtocolError, NodeId, Send, Topic
+from .types import Action, Descriptor, EventMsg, LocalProtocolError, NodeId, Send, Topic
 
 SHORTCUT_LAYERS = MappingProxyType({"both": ("cyclon", "vicinity"), "cyclon": ("cyclon",), "vicinity": ("vicinity",)})
 
@@ -41,7 +41,7 @@ class RingCast(Dissemination):
     def relays(self, event: EventMsg) -> bool:
         return event.topic in self.stack.me.topics
 
-    def targets(self, event: EventMsg, sender: NodeId | None) -> list[tuple[NodeId, str]]:
+    def targets(self, event: EventMsg, sender: NodeId | None) -> list[Descriptor]:
         stack, t = self.stack, event.topic
         f = stack.config.fanout
         succ = next(iter(self.rings.succ.get(t, ())), None)
@@ -58,7 +58,7 @@ class RingCast(Dissemination):
         pool = sorted({d.node_id: d for v in views for d in v.values()
                        if t in d.topics and d.node_id not in excluded}.values(), key=lambda d: d.node_id)
         shortcuts = stack.rng.sample(pool, min(k, len(pool))) if k > 0 else []
-        return [(n, self.rings.view[n].addr) for n in targets] + [(d.node_id, d.addr) for d in shortcuts]
+        return [self.rings.view[n] for n in targets] + shortcuts
 
     def on_send_failed(self, dst: NodeId, event: EventMsg, now: float) -> list[Action]:
         if not self.stack.config.ring_failover:

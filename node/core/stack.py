@@ -154,8 +154,8 @@ class Dissemination(_Part, ABC):
         return True
 
     @abstractmethod
-    def targets(self, event: EventMsg, sender: NodeId | None) -> list[tuple[NodeId, str]]:
-        """(node, address) to send ``event`` to; ``sender`` is None at the publisher."""
+    def targets(self, event: EventMsg, sender: NodeId | None) -> list[Descriptor]:
+        """The neighbours to send ``event`` to; ``sender`` is None at the publisher."""
 
     def on_send_failed(self, dst: NodeId, event: EventMsg, now: float) -> list[Action]:
         """An event copy could not be handed to ``dst``. Default: nothing."""
@@ -311,7 +311,7 @@ class Stack:
         if not targets:
             return []
         copy = EventMsg(event.event_id, event.topic, event.payload, event.publisher, event.hops + 1)
-        return [Send(node, addr, copy) for node, addr in targets]
+        return [Send(d.node_id, d.addr, copy) for d in targets]
 
     # --- introspection ------------------------------------------------------------------------
 

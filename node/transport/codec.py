@@ -84,12 +84,11 @@ def gossip_to_pb(m: Gossip, sender: int = 0, trace: TraceIds = NO_TRACE) -> peer
     )
 
 
-def gossip_from_pb(pb: peer_pb2.GossipMessage) -> Incoming:
+def gossip_from_pb(pb: peer_pb2.GossipMessage) -> Gossip:
     if not pb.layer:
         raise RemoteProtocolError("gossip message without a layer")
     _check_names(pb.layer)
-    sender = _sender(pb, "gossip message")
-    return Incoming(Gossip(pb.layer, sender, _entries(pb), pb.reply), sender.node_id)
+    return Gossip(pb.layer, _sender(pb, "gossip message"), _entries(pb), pb.reply)
 
 
 def signal_to_pb(m: Signal, sender: int = 0, trace: TraceIds = NO_TRACE) -> peer_pb2.SignalMessage:
@@ -99,15 +98,13 @@ def signal_to_pb(m: Signal, sender: int = 0, trace: TraceIds = NO_TRACE) -> peer
     )
 
 
-def signal_from_pb(pb: peer_pb2.SignalMessage) -> Incoming:
+def signal_from_pb(pb: peer_pb2.SignalMessage) -> Signal:
     if not pb.layer or not pb.kind:
         raise RemoteProtocolError("signal without a layer or a kind")
     if len(pb.topics) > MAX_TOPICS or len(pb.values) > MAX_ENTRIES:
         raise RemoteProtocolError(f"signal with {len(pb.topics)} topics, {len(pb.values)} values")
     _check_names(pb.layer, pb.kind, *pb.topics)
-    sender = _sender(pb, "signal")
-    return Incoming(Signal(pb.layer, pb.kind, sender, _entries(pb), tuple(pb.topics), tuple(pb.values)),
-                    sender.node_id)
+    return Signal(pb.layer, pb.kind, _sender(pb, "signal"), _entries(pb), tuple(pb.topics), tuple(pb.values))
 
 
 def event_to_pb(m: EventMsg, sender: int, trace: TraceIds = NO_TRACE) -> peer_pb2.EventMessage:
@@ -118,12 +115,19 @@ def event_to_pb(m: EventMsg, sender: int, trace: TraceIds = NO_TRACE) -> peer_pb
     )
 
 
-def event_from_pb(pb: peer_pb2.EventMessage) -> Incoming:
+def event_from_pb(pb: peer_pb2.EventMessage) -> EventMsg:
     if not pb.event_id or not pb.topic or pb.hops < 1:
         raise RemoteProtocolError("event without id or topic, or with hop count 0")
     _check_names(pb.event_id, pb.topic)
-    return Incoming(EventMsg(pb.event_id, pb.topic, pb.payload, pb.publisher, pb.hops), pb.sender,
-                    (pb.trace.trace_id, pb.trace.span_id))
+    return EventMsg(pb.event_id, pb.topic, pb.payload, pb.publisher, pb.hops)
+
+
+def _event_origin(pb: peer_pb2.EventMessage, msg: Message) -> tuple[NodeId, TraceIds]:
+    return pb.sender, (pb.trace.trace_id, pb.trace.span_id)
+
+
+def _sender_origin(pb: Any, msg: Gossip | Signal) -> tuple[NodeId, TraceIds]:
+    return msg.sender.node_id, NO_TRACE
 
 
 @dataclass(frozen=True)
@@ -136,16 +140,18 @@ class WireType:
     rpc: str
     encode: Callable[[Any, int, TraceIds], Any]
     """(message, sending node, trace context of the sender's span) -> protobuf."""
-    decode: Callable[[Any], Incoming]
-    """protobuf -> the message, who sent it and its trace context; RemoteProtocolError if bad."""
+    decode: Callable[[Any], Any]
+    """protobuf -> the message; RemoteProtocolError if a correct peer would never send it."""
+    origin: Callable[[Any, Any], tuple[NodeId, TraceIds]]
+    """(protobuf, message) -> the node that sent it and its trace context."""
     exchange: bool = False
     """Request/reply: the partner's reply travels back as the response."""
 
 
 WIRE_TYPES = (
-    WireType(Gossip, peer_pb2.GossipMessage, "Exchange", gossip_to_pb, gossip_from_pb, exchange=True),
-    WireType(EventMsg, peer_pb2.EventMessage, "Forward", event_to_pb, event_from_pb),
-    WireType(Signal, peer_pb2.SignalMessage, "Signal", signal_to_pb, signal_from_pb),
+    WireType(Gossip, peer_pb2.GossipMessage, "Exchange", gossip_to_pb, gossip_from_pb, _sender_origin, exchange=True),
+    WireType(EventMsg, peer_pb2.EventMessage, "Forward", event_to_pb, event_from_pb, _event_origin),
+    WireType(Signal, peer_pb2.SignalMessage, "Signal", signal_to_pb, signal_from_pb, _sender_origin),
 )
 """Every message type of the Peer service, registered once: the shell serves and calls these
 RPCs, the simulator round-trips through them, the tests fuzz each."""
@@ -167,7 +173,9 @@ def encode(m: Message, sender: int, trace: TraceIds = NO_TRACE) -> bytes:
 
 def decode(wire: WireType, data: bytes) -> Incoming:
     """Parse and check ``data`` as a message of ``wire``; RemoteProtocolError if it is bad."""
-    return wire.decode(parse(wire.pb, data))
+    pb = parse(wire.pb, data)
+    msg = wire.decode(pb)
+    return Incoming(msg, *wire.origin(pb, msg))
 
 
 def parse(pb_class: type, data: bytes):
@@ -231,9 +239,9 @@ def _varint_len(n: int) -> int:
 def roundtrip(m: Message, sender: int) -> tuple[Message, int]:
     """Encode and decode ``m`` as the wire would (the simulator's codec check).
     Returns the decoded message and its size in bytes."""
-    wire = wire_type(m)
+    wire = _BY_CORE[type(m)]
     data = wire.encode(m, sender, NO_TRACE).SerializeToString()
-    return decode(wire, data).msg, len(data)
+    return wire.decode(parse(wire.pb, data)), len(data)
 
 
 def snapshot_to_pb(s: NodeSnapshot) -> control_pb2.Snapshot:

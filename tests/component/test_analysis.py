@@ -67,6 +67,21 @@ def test_deliveries_latency_and_hops(spark, frames):
     assert_df_equality(dels, want, ignore_row_order=True, ignore_nullable=True)
 
 
+def test_first_copy_is_the_flagged_one_when_copies_tie_on_time(spark):
+    """With 0 ms links every copy of an event arrives at one virtual instant: the first copy is
+    the one the node flagged, in whichever order the file lists the copies."""
+    rows = [
+        span("receive", 5, "e1", "a", 100, 4, False), span("receive", 5, "e1", "a", 100, 1, True),
+        span("receive", 6, "e1", "a", 100, 2, True), span("receive", 6, "e1", "a", 100, 5, False),
+        span("receive", 7, "e1", "a", 100, 3, False), span("receive", 7, "e1", "a", 100, 2, False),  # none flagged
+        span("receive", 8, "e1", "a", 90, 6, True), span("receive", 8, "e1", "a", 120, 1, True),  # a fresh rejoin
+    ]
+    got = m.first_copies(spark.createDataFrame(rows, schemas.SPANS))
+    want = spark.createDataFrame([("e1", 5, 100 * MS, 1), ("e1", 6, 100 * MS, 2), ("e1", 7, 100 * MS, 2), ("e1", 8, 90 * MS, 6)],
+                                 "event_id string, node long, time_ns long, hops int")
+    assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
+
+
 def test_per_event_hit_ratio_and_time_to_coverage(spark, frames):
     *_, pubs, _, dels = frames
     ev = {r["event_id"]: r.asDict() for r in m.per_event(dels, pubs).collect()}

@@ -1,6 +1,7 @@
 """The gRPC half of the conformance suite (tests/unit/test_conformance.py): every registered
-protocol delivers every event on 16 real peers as in the simulator, and a running peer of it
-rejects, counts and survives malformed bytes of every message type of the Peer service."""
+protocol delivers every event on 16 real peers as in the simulator (and the Spark summary of
+both runs agrees with the plain-Python crosscheck), and a running peer of it rejects, counts
+and survives malformed bytes of every message type of the Peer service."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 import yaml
 from pydantic import TypeAdapter
 
+from analysis.crosscheck import compare
 from controller.cli import main
 from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc
 from node.core import protocol_config_class, protocol_names
@@ -36,6 +38,8 @@ def test_sim_and_local_both_deliver_every_event(name, tmp_path, monkeypatch, cap
         assert done.value.code == 0
         [rd] = out.iterdir()
         summaries[backend] = json.loads((rd / "summary.json").read_text())
+        disagree = [r for r in compare(rd) if not r["agree"]]
+        assert not disagree, (backend, disagree)  # Spark's summary against the plain-Python one
     capsys.readouterr()
     for backend, s in summaries.items():
         assert s["protocol"] == name and s["events"] == 24, backend

@@ -96,7 +96,7 @@ class Echo(Layer):
 
 class ToAll(Dissemination):
     def targets(self, event, sender):
-        return [(n, d.addr) for n, d in self.stack.view("echo").items() if n != sender]
+        return [d for n, d in self.stack.view("echo").items() if n != sender]
 
 
 def stack(node_id: int = 0) -> Stack:

@@ -118,6 +118,7 @@ def test_ring_convergence_counts_gossip_cycles_not_frozen_rounds(tmp_path):
     meta = json.loads((rd.path / "run.json").read_text())
     curve = [c for snap in snapshots_by_time(rd.path / "snapshots.jsonl")
              for c in ring_convergence(snap, subs, meta["started_ns"], meta["cycle_s"])]
+    assert meta["events_planned"] == 8 * 4 == _published(rd.path)  # per_topic: rounds x topics
     periodic = curve[:-1]  # the last one is the end-of-run snapshot
     assert [round(c["cycle"], 6) for c in periodic[:5]] == [1, 2, 3, 4, 5]
     assert periodic[4]["t_s"] > 5.05  # each frozen round took virtual time (50 ms hops)
@@ -174,3 +175,10 @@ def test_variants_fork_after_the_warm_up_and_each_equals_its_own_run_from_scratc
         assert any(s["name"] == "publish" for s in spans)
         copies.append(sum(s["name"] == "receive" for s in spans))
     assert copies[0] != copies[1]  # fanout 3 and fanout 2 disseminated differently on the same overlay
+
+
+def _published(run_dir) -> int:
+    import pyarrow.parquet as pq
+
+    names = pq.read_table(run_dir / "traces" / "spans.parquet", columns=["name"]).column("name").to_pylist()
+    return names.count("publish")
