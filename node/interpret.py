@@ -48,18 +48,21 @@ def interpret(core: Stack, actions: list, stats: Counter, driver: ActionDriver, 
     """Carry out ``actions`` of ``core``: messages leave under the span of the copy that caused
     them (``parent``, or the receive or publish span among the actions)."""
     node, span = core.node_id, parent
-    for a in actions:
-        if isinstance(a, Send):
+    for a in actions:  # action types are final: exact type tests (the simulator's hottest loop)
+        kind = type(a)
+        if kind is Send:
             driver.send(node, a, span)
-        elif isinstance(a, SetTimer):
+        elif kind is SetTimer:
             driver.set_timer(node, a.name, a.at)
-        elif isinstance(a, Deliver):
+        elif kind is Deliver:
             stats[EVENTS_RECEIVED] += 1
             stats[DUPLICATES] += not a.first_copy
             span = driver.span(SpanRecord("receive", a.event, node, a.src, a.first_copy, a.subscriber), parent)
-        elif isinstance(a, Published):
+        elif kind is Published:
             stats[EVENTS_PUBLISHED] += 1
             span = driver.span(SpanRecord("publish", a.event, node, None, True, a.event.topic in core.topics), None)
+        else:
+            raise TypeError(f"not an action: {a!r}")
 
 
 def count_sent(stats: Counter, msg: Message, size: int) -> None:

@@ -195,10 +195,11 @@ class Simulation:
             msg, size = codec.roundtrip(msg, node)
         else:
             size = codec.wire_size(msg, node) if not isinstance(msg, EventMsg) or self.links.bandwidth_kbps else 0
-        count_sent(self.stats[node], msg, size)
+        stats = self.stats[node]
+        count_sent(stats, msg, size)
         delay = self.links.sample(node, a.dst, size, self.now)
         if delay is None:
-            self.stats[node][DROPPED_BY_LINK] += 1
+            stats[DROPPED_BY_LINK] += 1
             return
         self._push(self.now + delay, _MSG, (node, a.dst, msg, span))
 
