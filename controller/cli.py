@@ -22,6 +22,8 @@ import argparse
 import json
 import sys
 
+from node.plugins import PluginError, load_plugins
+
 from .config import Experiment, ExperimentError, dump_experiment, experiment_schema, load_experiment
 from .progress import console
 from .workloads import PlanError
@@ -348,8 +350,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     try:
+        load_plugins()
         sys.exit(args.fn(args))
-    except (ExperimentError, PlanError) as e:
+    except (ExperimentError, PlanError, PluginError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
 

@@ -29,9 +29,6 @@ from pydantic import (
 )
 
 from node.core import dissemination_params, protocol_config_class, protocol_names, protocol_spec
-from node.plugins import load_plugins
-
-load_plugins()
 
 
 class Strict(BaseModel):

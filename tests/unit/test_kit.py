@@ -138,3 +138,13 @@ def test_analysis_imports_nothing_from_node():
             names = [a.name for a in stmt.names] if isinstance(stmt, ast.Import) else \
                 [stmt.module or ""] if isinstance(stmt, ast.ImportFrom) and not stmt.level else []
             assert not any(n == "node" or n.startswith("node.") for n in names), f"{path} imports {names}"
+
+
+def test_a_plugin_module_that_cannot_be_imported_is_a_clear_error(monkeypatch, capsys):
+    from controller.cli import main
+
+    monkeypatch.setenv("OVERLAYLAB_PROTOCOLS", "no_such_protocol_module")
+    with pytest.raises(SystemExit) as done:
+        main(["schema"])
+    assert done.value.code == 2
+    assert "OVERLAYLAB_PROTOCOLS names 'no_such_protocol_module'" in capsys.readouterr().err
