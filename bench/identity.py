@@ -110,9 +110,13 @@ def main() -> None:
                 print(json.dumps({name: {k: cases[name][k] for k in ("identical", "ratio_current_to_baseline")}}), flush=True)
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(base_tree)], cwd=ROOT, capture_output=True)
+    path = RESULTS / "identity.json"
+    if args.case and path.exists():  # some cases again: keep the others of the same comparison
+        old = json.loads(path.read_text())
+        if (old["baseline"], old["current"], old["current_uncommitted_changes"]) == (baseline, current, dirty):
+            cases = {**old["cases"], **cases}
     record = {**header("identity", "see cases"), "baseline": baseline, "current": current,
               "current_uncommitted_changes": dirty, "cases": cases}
-    path = RESULTS / "identity.json"
     path.write_text(json.dumps(record, indent=2) + "\n")
     print(f"wrote {path}")
 
