@@ -113,7 +113,9 @@ def main() -> None:
     path = RESULTS / "identity.json"
     if args.case and path.exists():  # some cases again: keep the others of the same comparison
         old = json.loads(path.read_text())
-        if (old["baseline"], old["current"], old["current_uncommitted_changes"]) == (baseline, current, dirty):
+        same_code = subprocess.run(["git", "diff", "--quiet", old["current"], current, "--", "node", "controller"],
+                                   cwd=ROOT).returncode == 0
+        if old["baseline"] == baseline and same_code and not (dirty or old["current_uncommitted_changes"]):
             cases = {**old["cases"], **cases}
     record = {**header("identity", "see cases"), "baseline": baseline, "current": current,
               "current_uncommitted_changes": dirty, "cases": cases}
