@@ -138,7 +138,6 @@ def degree(path: Path) -> dict:
     links: dict[int, set[int]] = defaultdict(set)
     for r in rows:
         if r["t_ns"] == last:
-            links[r["node"]]
             for n in r["neighbours"]:
                 if n != r["node"]:
                     links[r["node"]].add(n)

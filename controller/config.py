@@ -578,11 +578,9 @@ def _resolve_paths(data: dict, base: Path) -> None:
 def sync_protocols() -> None:
     """Let ``Experiment`` accept every protocol registered so far (one registered after this
     module was imported, e.g. by a test or a plugin, included)."""
-    global ProtocolSpec
     names = protocol_names()
     if sorted(PROTOCOL_MODELS) != names:
-        ProtocolSpec = protocol_union(names)
-        Experiment.model_fields["protocol"].annotation = ProtocolSpec
+        Experiment.model_fields["protocol"].annotation = protocol_union(names)
         Experiment.model_rebuild(force=True)
 
 

@@ -162,5 +162,4 @@ def schedule(exp: Experiment, plan: Plan, *, load: bool | None = None) -> list[S
         steps.append(Step(exp.phases.warmup_s, "load"))
     else:
         steps += [Step(p.at_s, "publish", node=p.node, index=k, publication=p) for k, p in enumerate(plan.publications)]
-    order = {id(s): k for k, s in enumerate(steps)}
-    return sorted(steps, key=lambda s: (s.at_s, order[id(s)]))
+    return sorted(steps, key=lambda s: s.at_s)  # stable: plan order at one time

@@ -71,9 +71,8 @@ class Cyclon(ExchangeLayer):
     def bootstrap(self, contacts: Sequence[Descriptor]) -> None:
         self._merge([c.aged(0) for c in contacts], sent=())
 
-    def tick(self, now: float) -> list[Action]:
+    def exchange(self, now: float) -> list[Action]:
         """One active cycle: the shuffle request (or nothing with an empty view)."""
-        self.pending.prune(now)
         if not self.view:
             return []
         rng = self.stack.rng

@@ -109,8 +109,7 @@ class Rings(ExchangeLayer):
 
     # --- the exchange -------------------------------------------------------------------------
 
-    def tick(self, now: float) -> list[Action]:
-        self.pending.prune(now)
+    def exchange(self, now: float) -> list[Action]:
         stack = self.stack
         age_all(self.view)
         self.recompute()

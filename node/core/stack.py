@@ -104,7 +104,8 @@ class Layer(_Part):
 class ExchangeLayer(Layer, ABC):
     """A push-pull gossip layer: each cycle a request to one partner, who answers with a reply.
 
-    Subclasses pick the partner and the entries in ``tick`` and send them with ``request``;
+    Subclasses pick the partner and the entries in ``exchange`` (each tick, once the requests past
+    their deadline are forgotten) and send them with ``request``;
     ``on_request`` merges a partner's request and returns the entries of the reply;
     ``on_reply`` merges a reply (one that comes after ``timeout_s``, or unasked, is dropped and
     counted in ``pending.late``). Messages with more than ``max_entries`` entries are refused."""
@@ -113,6 +114,14 @@ class ExchangeLayer(Layer, ABC):
         super().__init__()
         self.max_entries = max_entries
         self.pending: PendingReplies[Any] = PendingReplies(timeout_s)
+
+    def tick(self, now: float) -> list[Action]:
+        self.pending.prune(now)
+        return self.exchange(now)
+
+    @abstractmethod
+    def exchange(self, now: float) -> list[Action]:
+        """One active cycle: age the view, pick a partner, return the ``request`` (or nothing)."""
 
     def request(self, partner: Descriptor, entries: Sequence[Descriptor], now: float, kept: Any = ()) -> Send:
         """The request to ``partner``; ``kept`` comes back to ``on_reply`` with its reply."""
@@ -217,14 +226,6 @@ class Stack:
         """Every layer's view (but ``without``'s) merged, one entry per id: the youngest copy."""
         views = [self.layers[name].view for name in self.view_order if name != without]
         return youngest(*views) if views else {}
-
-    def addr_of(self, node: NodeId) -> str:
-        """The address of a neighbour in any layer."""
-        for layer in reversed(list(self.layers.values())):
-            d = layer.view.get(node)
-            if d is not None:
-                return d.addr
-        raise LocalProtocolError(f"node {self.node_id} has no descriptor of {node}")
 
     # --- driver calls -------------------------------------------------------------------------
 

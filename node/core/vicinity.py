@@ -143,8 +143,7 @@ class Vicinity(ExchangeLayer):
     def rank(self, target: Descriptor, candidates: Iterable[Descriptor], k: int) -> list[Descriptor]:
         return rank(target, candidates, k, self.stack.rng, self.bits, self.priority_mode)
 
-    def tick(self, now: float) -> list[Action]:
-        self.pending.prune(now)
+    def exchange(self, now: float) -> list[Action]:
         stack = self.stack
         age_all(self.view)
         if self.view:
