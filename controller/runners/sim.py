@@ -96,6 +96,7 @@ class _SimRun:
         self.snapshots = JsonLines(rd, "snapshots.jsonl")
         self.alive: set[int] = set()
         self.started: set[int] = set()
+        self.cores_built: dict[int, int] = {}
 
     def _write_spans(self, cols) -> None:
         if self.writer is None:
@@ -105,10 +106,13 @@ class _SimRun:
     # --- nodes --------------------------------------------------------------------------------
 
     def new_core(self, i: int):
+        """Node ``i``'s next core: its k-th (k > 0, a fresh rejoin) has its own seed and event ids."""
         exp = self.exp
+        k = self.cores_built.get(i, 0)
+        self.cores_built[i] = k + 1
         me = Descriptor(i, sim_addr(i), self.plan.subscriptions[i])
-        return create_protocol(exp.protocol.name, me, exp.protocol.params, random.Random(f"{exp.seed}:node:{i}"),
-                               self.sim.shared)
+        seed = f"{exp.seed}:node:{i}" + (f":{k}" if k else "")
+        return create_protocol(exp.protocol.name, me, exp.protocol.params, random.Random(seed), self.sim.shared, str(k))
 
     def join(self, i: int, contacts: list[int], initial: bool = False) -> None:
         if i in self.alive:

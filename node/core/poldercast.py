@@ -74,6 +74,11 @@ class PolderCastConfig:
     rule literally (the youngest copy's age), which resets ring ages and starves LRU partner
     choice on heavy-tailed workloads (2K social E1: 57% rings incomplete at cycle 59)."""
 
+    ring_removal: Literal["on_timeout", "on_initiate"] = "on_timeout"
+    """When RINGS removes its gossip partner from the ring slots (choice): "on_initiate" = the
+    paper's rule (at once; the partner returns with its reply), which leaves the partner's slots
+    empty for a round trip, when events skip it; "on_timeout" = only once its reply is overdue."""
+
     __pydantic_config__ = {"extra": "forbid"}
 
     def __post_init__(self) -> None:
@@ -91,7 +96,7 @@ def build(me: Descriptor, config: PolderCastConfig, rng: random.Random, shared: 
     bits, ids = shared.setdefault("topic_bits", TopicBits()), shared.setdefault("ring_ids", RingIds())
     period, timeout = config.cycle_ms / 1000.0, config.timeout_ms / 1000.0
     rings = Rings(ring_size=config.ring_size, gossip_size=config.ring_gossip, period_s=period, timeout_s=timeout,
-                  bits=bits, ids=ids, ring_ages=config.ring_ages)
+                  bits=bits, ids=ids, ring_ages=config.ring_ages, removal=config.ring_removal)
     layers: list[Layer] = [Cyclon(config.cyclon), rings]
     if config.use_vicinity:
         layers.append(Vicinity(view_size=config.vicinity_view, gossip_size=config.vicinity_gossip, period_s=period,

@@ -72,5 +72,8 @@ def dissemination_params(name: str) -> frozenset[str]:
 
 
 def create_protocol(name: str, me: Descriptor, config: Any, rng: random.Random,
-                    shared: dict[str, Any] | None = None) -> Stack:
-    return protocol_spec(name).build(me, config, rng, {} if shared is None else shared)
+                    shared: dict[str, Any] | None = None, incarnation: str = "0") -> Stack:
+    """A new core; ``incarnation`` tells this core's event ids from an earlier core's of the node."""
+    stack = protocol_spec(name).build(me, config, rng, {} if shared is None else shared)
+    stack.incarnation = incarnation
+    return stack

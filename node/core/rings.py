@@ -8,12 +8,20 @@ subscribers of t above and below this node's ring id (circularly), nearest first
 descriptors of every node in a ring slot, with RINGS's own ages.
 
 Ring slots are recomputed from the union of all views at every tick and after every merge.
-Each cycle: age every entry; the oldest ring neighbour q (ties at random) is the partner and
-is dropped from every slot at once (its rings refill at the next update; it comes back if it
-replies); with no ring neighbour, a random node of the overlay layer (else the peer-sampling
-layer) that shares a topic. q is sent, per topic it shares with this node, the known
-subscribers nearest q's ring id (at most ``gossip_size``, sampled if more); q answers the same
-way for the requester.
+Each cycle: age every entry; the oldest ring neighbour q (ties at random) is the partner;
+with no ring neighbour, a random node of the overlay layer (else the peer-sampling layer) that
+shares a topic. q is sent, per topic it shares with this node, the known subscribers nearest
+q's ring id (at most ``gossip_size``, sampled if more); q answers the same way for the
+requester. A request or reply straight from a ring neighbour zeroes its age and brings its
+fresh profile (paper §4, rule 1).
+
+Removal of the partner (choice, ``removal``): the paper removes q from the view when the
+exchange starts and re-inserts it when q replies, so that dead neighbours are purged. In the
+paper's cycle-driven simulator the exchange is atomic; here it takes a round trip, and while it
+is in flight q is missing from every ring slot it held: an event published or forwarded then
+skips q, and in a topic whose only other subscriber is q it goes nowhere (the "RINGS gap").
+``on_timeout`` (default) keeps q in its slots until its reply is overdue (seen at the next
+tick), then removes it; ``on_initiate`` is the paper's rule to the letter.
 
 Topic priority (§4, choice): ``ring_size - min(ring_size, |succ_t ∪ pred_t|)``, 0 once both
 sides are full with distinct nodes; topics still missing ring neighbours are favoured by
@@ -73,10 +81,11 @@ class Rings(ExchangeLayer):
     name = LAYER
 
     def __init__(self, *, ring_size: int, gossip_size: int, period_s: float, timeout_s: float, bits: TopicBits,
-                 ids: RingIds, ring_ages: str = "own", overlay: str = "vicinity", sampling: str = "cyclon") -> None:
+                 ids: RingIds, ring_ages: str = "own", removal: str = "on_timeout", overlay: str = "vicinity",
+                 sampling: str = "cyclon") -> None:
         super().__init__(max_entries=gossip_size, timeout_s=timeout_s)
         self.ring_size, self.gossip_size, self.period_s = ring_size, gossip_size, period_s
-        self.bits, self.ids, self.ring_ages = bits, ids, ring_ages
+        self.bits, self.ids, self.ring_ages, self.removal = bits, ids, ring_ages, removal
         self.overlay, self.sampling = overlay, sampling
         self.succ: dict[Topic, list[NodeId]] = {}
         self.pred: dict[Topic, list[NodeId]] = {}
@@ -114,23 +123,28 @@ class Rings(ExchangeLayer):
         age_all(self.view)
         self.recompute()
         if self.view:
-            q = self.drop(pick_oldest(self.view, stack.rng))
-        else:
-            mine = stack.me.topics
-            sharing = [d for d in (stack.view(self.overlay) or stack.view(self.sampling)).values() if d.topics & mine]
-            if not sharing:
-                return []
-            q = stack.rng.choice(sharing)
-        return [self.request(q, self.select(q), now)]
+            oldest = pick_oldest(self.view, stack.rng)
+            q = self.view[oldest] if self.removal == "on_timeout" else self.drop(oldest)
+            return [self.request(q, self.select(q), now, kept=True)]
+        mine = stack.me.topics
+        sharing = [d for d in (stack.view(self.overlay) or stack.view(self.sampling)).values() if d.topics & mine]
+        if not sharing:
+            return []
+        q = stack.rng.choice(sharing)
+        return [self.request(q, self.select(q), now, kept=False)]
+
+    def on_timeout(self, partner: NodeId, kept: Any, now: float) -> None:
+        if kept and self.removal == "on_timeout" and partner in self.view:
+            self.drop(partner)  # the next recompute (this tick's) refills its slots
 
     def on_request(self, src: NodeId, msg: Gossip, now: float) -> list[Descriptor]:
         fresh = msg.sender.aged(0)
         reply = self.select(fresh)
-        self.recompute([*msg.entries, fresh])
+        self.recompute([*msg.entries, fresh], contact=src)
         return reply
 
     def on_reply(self, msg: Gossip, kept: Any, now: float) -> None:
-        self.recompute([*msg.entries, msg.sender.aged(0)])
+        self.recompute([*msg.entries, msg.sender.aged(0)], contact=msg.sender.node_id)
 
     def select(self, q: Descriptor) -> list[Descriptor]:
         """Per common topic, the known subscribers just below and just above q's ring id."""
@@ -171,9 +185,11 @@ class Rings(ExchangeLayer):
 
     # --- ring slots ---------------------------------------------------------------------------
 
-    def recompute(self, received: Sequence[Descriptor] = ()) -> None:
+    def recompute(self, received: Sequence[Descriptor] = (), contact: NodeId | None = None) -> None:
         """Each topic's ring slots become its ``ring_size/2`` nearest successors and predecessors
         among the union of all views and ``received`` (the youngest copy of each profile).
+        ``contact``: the node ``received`` came from directly; a ring neighbour's entry becomes
+        its last copy in ``received`` (its fresh profile, age 0: paper §4, rule 1).
 
         Incremental, with the result of recomputing every topic from scratch: a topic's slots
         already hold the nearest of every node seen since they were last computed (everything
@@ -189,7 +205,9 @@ class Rings(ExchangeLayer):
             x = d.node_id
             if x == me:
                 continue
-            if x in nbr:
+            if x in nbr and x == contact:
+                refreshed[x] = d  # the sender's own copy comes last in received
+            elif x in nbr:
                 # A fresher copy brings the newer profile; with ring_ages "own" a ring neighbour
                 # keeps the age RINGS gave it, so LRU partner choice still cycles through the
                 # ring instead of being reset by other layers' copies.

@@ -105,7 +105,7 @@ class ExchangeLayer(Layer, ABC):
     """A push-pull gossip layer: each cycle a request to one partner, who answers with a reply.
 
     Subclasses pick the partner and the entries in ``exchange`` (each tick, once the requests past
-    their deadline are forgotten) and send them with ``request``;
+    their deadline are handed to ``on_timeout``) and send them with ``request``;
     ``on_request`` merges a partner's request and returns the entries of the reply;
     ``on_reply`` merges a reply (one that comes after ``timeout_s``, or unasked, is dropped and
     counted in ``pending.late``). Messages with more than ``max_entries`` entries are refused."""
@@ -116,8 +116,12 @@ class ExchangeLayer(Layer, ABC):
         self.pending: PendingReplies[Any] = PendingReplies(timeout_s)
 
     def tick(self, now: float) -> list[Action]:
-        self.pending.prune(now)
+        for partner, kept in self.pending.prune(now):
+            self.on_timeout(partner, kept, now)
         return self.exchange(now)
+
+    def on_timeout(self, partner: NodeId, kept: Any, now: float) -> None:
+        """No reply from ``partner`` by its deadline (seen at the next tick). Default: nothing."""
 
     @abstractmethod
     def exchange(self, now: float) -> list[Action]:
@@ -200,6 +204,9 @@ class Stack:
             raise LocalProtocolError(f"two layers share a name: {[layer.name for layer in layers]}")
         self.rule = rule
         self.seen = DuplicateFilter(seen_capacity)
+        self.incarnation = "0"
+        """Part of every event id this node publishes (``node-incarnation-seq``): the driver gives a
+        node that starts over with a fresh core a new one, so no two events share an id."""
         self.published = 0
         self.active = True
         self.view_order = list(view_order or self.layers)
@@ -292,7 +299,7 @@ class Stack:
             raise LocalProtocolError("publish on a node that has left")
         self.rule.check_publish(topic)
         self.published += 1
-        event = EventMsg(f"{self.node_id}-{self.published}", topic, payload, self.node_id, 0)
+        event = EventMsg(f"{self.node_id}-{self.incarnation}-{self.published}", topic, payload, self.node_id, 0)
         self.seen.add(event.event_id)
         return [Published(event), *self._forward(event, None)]
 

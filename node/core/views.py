@@ -51,9 +51,13 @@ class PendingReplies(Generic[T]):
     def expect(self, partner: NodeId, now: float, kept: T) -> None:
         self._due[partner] = (kept, now + self.timeout_s)
 
-    def prune(self, now: float) -> None:
-        """Forget the requests whose deadline has passed (a reply to them would be late)."""
-        self._due = {q: p for q, p in self._due.items() if p[1] > now}
+    def prune(self, now: float) -> list[tuple[NodeId, T]]:
+        """Forget the requests whose deadline has passed (a reply to them would be late); return
+        them, (partner, kept)."""
+        expired = [(q, p[0]) for q, p in self._due.items() if p[1] <= now]
+        for q, _ in expired:
+            del self._due[q]
+        return expired
 
     def take(self, partner: NodeId, now: float) -> T | None:
         entry = self._due.pop(partner, None)

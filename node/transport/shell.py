@@ -21,6 +21,7 @@ import logging
 import os
 import pickle
 import random
+import secrets
 import time
 from collections import Counter
 from pathlib import Path
@@ -105,8 +106,9 @@ class PeerShell(control_pb2_grpc.ControlServicer):
             self.core.me = Descriptor(self.node_id, self.addr, self.core.me.topics, 0, self.core.me.priorities)
             self.stats["restored_state"] += 1
         else:
+            # A random incarnation: a restarted peer's event ids never repeat its earlier ones.
             self.core = create_protocol(self.protocol_name, me, self.params, random.Random(f"{self.seed}:node:{self.node_id}"),
-                                        self.shared)
+                                        self.shared, secrets.token_hex(4))
         return port
 
     def checkpoint(self) -> None:

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from chispa import assert_df_equality
+from chispa import assert_approx_df_equality, assert_df_equality
 
 from analysis import metrics as m
 from analysis import overlay, schemas
@@ -80,6 +80,92 @@ def test_first_copy_is_the_flagged_one_when_copies_tie_on_time(spark):
     want = spark.createDataFrame([("e1", 5, 100 * MS, 1), ("e1", 6, 100 * MS, 2), ("e1", 7, 100 * MS, 2), ("e1", 8, 90 * MS, 6)],
                                  "event_id string, node long, time_ns long, hops int")
     assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
+
+
+# Ties, churn, a late joiner and duplicates in one small run (links of 0 ms for e1, so its copies
+# tie on time; window 1,000 ms). Node 3 crashes at 500 and rejoins at 700; node 4 joins at 300.
+TIE_SPANS = [
+    span("publish", 0, "e1", "a", 100),
+    span("receive", 1, "e1", "a", 100, 1, True, True, 0),
+    span("receive", 1, "e1", "a", 100, 3, False, True, 2),   # tied duplicate, listed last
+    span("receive", 2, "e1", "a", 100, 4, True, True, 1),    # flagged, though a tied copy has fewer hops
+    span("receive", 2, "e1", "a", 100, 2, False, True, 3),
+    span("receive", 3, "e1", "a", 100, 2, True, True, 1),    # not expected: crashed inside the window
+    span("receive", 4, "e1", "a", 100, 1, True, True, 0),    # not expected: joined after the publication
+    span("publish", 1, "e2", "a", 2000),
+    span("receive", 5, "e2", "a", 2005, 1, True, False, 1),  # relay: node 5 is on topic b
+    span("receive", 0, "e2", "a", 2010, 1, True, True, 1),
+    span("receive", 2, "e2", "a", 2010, 1, True, True, 1),
+    span("receive", 2, "e2", "a", 2010, 2, False, True, 0),
+    span("receive", 3, "e2", "a", 2020, 2, True, True, 0),
+    span("receive", 4, "e2", "a", 3500, 3, True, True, 3),   # after the window: missed
+]
+TIE_SUBS = [(0, ["a"]), (1, ["a"]), (2, ["a"]), (3, ["a"]), (4, ["a"]), (5, ["b"])]
+TIE_TIMELINE = [(0, "join", n) for n in (0, 1, 2, 3, 5)] + [
+    (300 * MS, "join", 4), (500 * MS, "crash", 3), (700 * MS, "join", 3)]
+
+
+@pytest.fixture
+def ties(spark):
+    spans = spark.createDataFrame(TIE_SPANS, schemas.SPANS)
+    subs = spark.createDataFrame(TIE_SUBS, schemas.SUBSCRIPTIONS)
+    intervals = m.alive_intervals(spark.createDataFrame(TIE_TIMELINE, schemas.TIMELINE), END)
+    pubs = m.publications(spans, window_ns=1000 * MS, end_ns=END)
+    dels = m.deliveries(m.expected_receivers(pubs, subs, intervals), pubs, m.first_copies(spans))
+    return spans, subs, intervals, pubs, dels
+
+
+def test_deliveries_take_the_flagged_copy_and_skip_crashed_and_late_nodes(spark, ties):
+    *_, dels = ties
+    want = spark.createDataFrame(
+        [("e1", 1, True, 0.0, 1), ("e1", 2, True, 0.0, 4),
+         ("e2", 0, True, 10.0, 1), ("e2", 2, True, 10.0, 1), ("e2", 3, True, 20.0, 2), ("e2", 4, False, None, None)],
+        "event_id string, node long, delivered boolean, latency_ms double, hops int")
+    assert_df_equality(dels, want, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_join_warmup_leaves_out_a_rejoined_node_until_it_has_warmed_up(spark, ties):
+    spans, subs, intervals, pubs, _ = ties
+    got = m.expected_receivers(pubs, subs, intervals, join_warmup_ns=1500 * MS)
+    # e1 at 100: nobody has warmed up. e2 at 2000: node 3, rejoined at 700 (+1500 > 2000), is
+    # out; node 4, joined at 300, is in.
+    want = spark.createDataFrame([("e2", 0), ("e2", 2), ("e2", 4)], "event_id string, node long")
+    assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_hop_and_latency_quantiles_over_first_copies(spark, ties):
+    *_, dels = ties
+    schema = "q array<double>, max double, mean double"
+    # hops of delivered first copies: 1, 4, 1, 1, 2; latencies 0, 0, 10, 10, 20 (exact percentiles).
+    assert_approx_df_equality(m.quantiles(dels, "hops", [0.5, 0.9, 0.99]).selectExpr(
+        "q", "cast(max as double) max", "mean"), spark.createDataFrame([([1.0, 3.2, 3.92], 4.0, 1.8)], schema),
+        1e-9, ignore_nullable=True)
+    assert_approx_df_equality(m.quantiles(dels, "latency_ms", [0.5, 0.9, 0.99]),
+                              spark.createDataFrame([([10.0, 16.0, 19.6], 20.0, 8.0)], schema), 1e-9,
+                              ignore_nullable=True)
+    assert_df_equality(m.hop_histogram(dels), spark.createDataFrame([(1, 3), (2, 1), (4, 1)], "hops int, count long"),
+                       ignore_nullable=True)
+
+
+def test_per_event_and_copies_with_duplicates_and_a_miss(spark, ties):
+    spans, _, _, pubs, dels = ties
+    got = m.per_event(dels, pubs).select("event_id", "expected", "delivered", "hit_ratio", "t50_ms", "t90_ms", "t100_ms")
+    want = spark.createDataFrame([("e1", 2, 2, 1.0, 0.0, 0.0, 0.0), ("e2", 4, 3, 0.75, 10.0, None, None)],
+                                 "event_id string, expected long, delivered long, hit_ratio double, "
+                                 "t50_ms double, t90_ms double, t100_ms double")
+    assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
+    # 12 copies, 9 distinct (event, node) receipts (duplication 4/3), 1 copy at a non-subscriber.
+    assert_df_equality(m.copies(spans), spark.createDataFrame([(12, 9, 1)], "copies long, receipts long, relay_copies long"),
+                       ignore_nullable=True)
+
+
+def test_timeseries_buckets_by_publication_and_by_arrival(spark, ties):
+    *_, pubs, dels = ties
+    want = spark.createDataFrame(
+        [(0.0, 1, 2, 2, 2, 1.0, 0.0, 0.0), (2.0, 1, 4, 3, 3, 0.75, 10.0, 19.8)],
+        "t_s double, published long, expected long, delivered long, deliveries long, hit_ratio double, "
+        "latency_p50_ms double, latency_p99_ms double")
+    assert_approx_df_equality(m.timeseries(dels, pubs, start_ns=0), want, 1e-9, ignore_nullable=True)
 
 
 def test_per_event_hit_ratio_and_time_to_coverage(spark, frames):

@@ -71,7 +71,7 @@ async def _malformed(name: str, tmp_path) -> None:
             stats = await ctl.GetStats(control_pb2.Empty(), timeout=5)
             assert stats.counters["malformed"] == sent == len(codec.WIRE_TYPES) * len(GARBAGE)
             reply = await ctl.Publish(control_pb2.PublishRequest(topic="a", payload=b"p"), timeout=5)
-            assert reply.event_id == "0-1"  # still a working peer
+            assert reply.event_id == f"0-{shell.core.incarnation}-1"  # still a working peer
     finally:
         await shell.stop()
 

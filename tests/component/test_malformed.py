@@ -36,7 +36,7 @@ async def _scenario(tmp_path):
             other = Descriptor(1, shells[1].addr, frozenset({"a"}))
             await ctl.Join(control_pb2.JoinRequest(contacts=[codec.descriptor_to_pb(other)], topics=["a"]), timeout=5)
             reply = await ctl.Publish(control_pb2.PublishRequest(topic="a", payload=b"p"), timeout=5)
-            assert reply.event_id == "0-1"
+            assert reply.event_id == f"0-{shells[0].core.incarnation}-1"
             for _ in range(50):
                 if shells[1].stats["events_received"]:
                     break

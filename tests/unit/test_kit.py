@@ -72,8 +72,9 @@ def test_pending_replies_accept_in_time_and_count_late_or_unasked_ones():
     pending.expect(8, now=1.0, kept="x")
     assert pending.take(8, now=1.6) is None  # late
     pending.expect(9, now=1.0, kept="y")
-    pending.prune(now=2.0)
-    assert len(pending) == 0 and pending.late == 2
+    pending.expect(10, now=1.8, kept="z")
+    assert pending.prune(now=2.0) == [(9, "y")]  # expired, handed back for on_timeout
+    assert len(pending) == 1 and pending.late == 2
 
 
 def test_duplicate_filter_forgets_the_oldest_past_capacity():
@@ -122,7 +123,7 @@ def test_stack_delivers_every_copy_forwards_first_copies_and_routes_layer_messag
     assert [(a.dst, a.msg.hops) for a in first[1:]] == [(2, 2)]  # not back to the sender, one hop more
     assert s.on_message(2, e, 1.1) == [Deliver(e, 2, False, True)]  # a duplicate: delivered, not forwarded
     published = s.publish("t", b"p", 2.0)
-    assert isinstance(published[0], Published) and published[0].event.event_id == "0-1"
+    assert isinstance(published[0], Published) and published[0].event.event_id == "0-0-1"
     with pytest.raises(RemoteProtocolError):
         s.on_message(1, Gossip("unknown-layer", Descriptor(1, "n1"), ()), 3.0)
     s.leave(4.0)

@@ -12,7 +12,7 @@ from node.core import create_protocol
 from node.core.cyclon import CyclonConfig
 from node.core.poldercast import PolderCastConfig
 from node.core.rings import Rings, ring_id
-from node.core.types import Descriptor, LocalProtocolError
+from node.core.types import Descriptor, LocalProtocolError, Send
 from node.links import LinkRule
 from node.sim import Simulation
 from tests.helpers import spans
@@ -75,6 +75,37 @@ def test_converged_static_overlay_delivers_everything_relay_free(fanout, source)
     assert max(senders.values()) <= fanout                                   # one forward of <= f
 
 
+def _first_ring_neighbours(rings, topics):
+    return {t: {side[0] for side in (rings.succ.get(t), rings.pred.get(t)) if side} for t in topics}
+
+
+@pytest.mark.parametrize("removal", ["on_timeout", "on_initiate"])
+def test_an_event_published_while_a_ring_exchange_is_in_flight_reaches_the_partner(removal):
+    """The RINGS gap: with the paper's removal at initiation, the partner q of an exchange in
+    flight is missing from the ring slots, and a publication then skips it. ``on_timeout`` keeps
+    q until its reply is overdue, then removes it."""
+    sim, subs = network(fanout=2, ring_removal=removal)  # fanout 2: ring neighbours only
+    sim.run_until(15.0)
+    checked = 0
+    for node in sim.nodes.values():
+        rings = node.layers["rings"]
+        before = _first_ring_neighbours(rings, node.topics)
+        [request] = [a for a in rings.tick(sim.now) if isinstance(a, Send)]  # in flight, never delivered
+        q = request.dst
+        topics = [t for t, first in before.items() if q in first]
+        for t in topics:
+            sent = {a.dst for a in node.publish(t, b"x", sim.now) if isinstance(a, Send)}
+            assert (q in sent) == (removal == "on_timeout")
+            checked += 1
+        if removal == "on_timeout":
+            for other in ("cyclon", "vicinity"):
+                node.view(other).pop(q, None)  # q known only to RINGS: no copy brings it back
+            rings.tick(sim.now + 1.0)  # the reply is overdue: q is removed
+            assert q not in rings.view
+            node.validate()
+    assert checked > 10
+
+
 def test_ring_ids_are_stable_and_spread():
     ids = [ring_id(i) for i in range(1000)]
     assert ids == [ring_id(i) for i in range(1000)] and len(set(ids)) == 1000
@@ -104,16 +135,17 @@ def nearest_from_scratch(me, pool, topic, half):
     return succ, pred
 
 
-@pytest.mark.parametrize("params", [{}, {"use_vicinity": False}, {"ring_ages": "union"}])
+@pytest.mark.parametrize("params", [{}, {"use_vicinity": False}, {"ring_ages": "union"},
+                                    {"ring_removal": "on_initiate"}])
 def test_incremental_ring_update_equals_recomputing_every_ring(monkeypatch, params):
     """The RINGS core updates only the rings a message can change; after every update each
     ring must hold what a recomputation over all views and the message would give."""
     update, checked = Rings.recompute, Counter()
 
-    def checked_update(self, received=()):
+    def checked_update(self, received=(), contact=None):
         stack = self.stack
         pool = [*stack.view("cyclon").values(), *stack.view("vicinity").values(), *self.view.values(), *received]
-        update(self, received)
+        update(self, received, contact)
         half = self.ring_size // 2
         for t in stack.me.topics:
             assert (self.succ[t], self.pred[t]) == nearest_from_scratch(stack.me, pool, t, half), t
