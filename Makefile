@@ -12,7 +12,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 EXPERIMENT ?= experiments/quickstart.yaml
 BACKEND ?= local
 
-.PHONY: setup run test lint test-unit test-component proto proto-check bench bench-sim bench-load bench-poldercast bench-identity clean \
+.PHONY: setup run test lint test-unit test-component proto proto-check bench bench-sim bench-load bench-poldercast bench-spark bench-identity clean \
 	chart-schema chart-render chart-check image test-image \
 	cluster-build cluster-images cluster-up cluster-down test-cluster bench-cluster
 
@@ -112,7 +112,7 @@ test-cluster: setup $(HELM) cluster-up
 bench-cluster: setup
 	$(PY) bench/cluster.py
 
-bench: bench-sim bench-load bench-poldercast
+bench: bench-sim bench-load bench-poldercast bench-spark
 
 bench-sim: setup
 	$(PY) bench/run.py
@@ -122,6 +122,9 @@ bench-load: setup
 
 bench-poldercast: setup
 	$(PY) bench/poldercast.py
+
+bench-spark: setup
+	$(PY) bench/spark.py
 
 # This tree against BASELINE (a commit): run digests and wall time side by side (refactors).
 BASELINE ?= HEAD~1

@@ -1,4 +1,5 @@
-"""The one SparkSession builder. Master: $OVERLAYLAB_SPARK_MASTER, else local[*]."""
+"""The one SparkSession builder. Master: the argument, else $OVERLAYLAB_SPARK_MASTER, else local[*];
+``conf``: any further Spark settings (a cluster's, s3a's: docs/spark.md)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import os
 from pyspark.sql import SparkSession
 
 
-def get_spark(app: str = "overlaylab", master: str | None = None) -> SparkSession:
+def get_spark(app: str = "overlaylab", master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = SparkSession.builder
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     spark = (
-        SparkSession.builder.appName(app)
+        builder.appName(app)
         .master(master or os.environ.get("OVERLAYLAB_SPARK_MASTER", "local[*]"))
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

@@ -4,6 +4,7 @@
     overlaylab analyze RUN_DIR                 prints the headline metrics; summary.json has everything
     overlaylab compare RUN_DIR RUN_DIR...    metrics side by side (e.g. sim against local)
     overlaylab crosscheck RUN_DIR            the core metrics recomputed in plain Python against summary.json
+    overlaylab synthetic OUT --spans N       a synthetic run of about N spans (to try the analysis at scale)
     overlaylab workload FILE [--json]        the workload's distributions and correlation
     overlaylab validate FILE [--set ...]     check a file without running it
     overlaylab schema                        the experiment file's JSON Schema
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from node.plugins import PluginError, load_plugins
 
@@ -83,13 +85,21 @@ def _variants(sweep_dir, analyze: bool) -> int:
 
 
 def cmd_analyze(args) -> int:
-    return _analyze(args.run_dir)
+    spark = None
+    s3a = args.run_dir.startswith("s3a://")
+    if args.master or args.conf or s3a:
+        from analysis.spark import get_spark
+        from analysis.storage import S3A_CONF
+
+        conf = {**(S3A_CONF if s3a else {}), **dict(kv.split("=", 1) for kv in args.conf)}
+        spark = get_spark(master=args.master, conf=conf)
+    return _analyze(args.run_dir, spark)
 
 
-def _analyze(run_dir: str) -> int:
+def _analyze(run_dir: str, spark=None) -> int:
     from analysis.jobs.summarize import run as summarize
 
-    summary = summarize(run_dir)
+    summary = summarize(run_dir, spark)
     print(json.dumps(headline(summary), indent=2))
     console.print(f"summary: {run_dir}/summary.json  report: {run_dir}/report.html")
     return 0
@@ -112,6 +122,15 @@ def cmd_crosscheck(args) -> int:
     if bad:
         print(f"differ: {', '.join(bad)}")
     return 1 if bad else 0
+
+
+def cmd_synthetic(args) -> int:
+    from analysis.synthetic import write_synthetic_run
+
+    rd = write_synthetic_run(Path(args.out), args.spans, nodes=args.nodes, topics=args.topics, seed=args.seed)
+    print(f"wrote {rd} ({json.loads((rd / 'run.json').read_text())['spans']:,} spans); analyse it with "
+          f"`overlaylab analyze {rd}`")
+    return 0
 
 
 def cmd_compare(args) -> int:
@@ -246,8 +265,6 @@ def cmd_drive(args) -> int:
 
 
 def cmd_load_plan(args) -> int:
-    from pathlib import Path
-
     from loadgen.plan import write_load_plan
 
     from . import plans
@@ -265,6 +282,12 @@ def cmd_serve_results(args) -> int:
 
     serve(args.dir, args.port)
     return 0
+
+
+def _conf_pair(text: str) -> str:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE")
+    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -287,12 +310,23 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(fn=cmd_run)
 
     analyze = sub.add_parser("analyze", help="(re)compute summary.json and report.html of a run")
-    analyze.add_argument("run_dir")
+    analyze.add_argument("run_dir", help="a run directory, or its URI in object storage (s3a://bucket/runs/RUN)")
+    analyze.add_argument("--master", help="Spark master URL (default $OVERLAYLAB_SPARK_MASTER or local[*])")
+    analyze.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                         type=_conf_pair, help="a Spark setting (repeat); docs/spark.md")
     analyze.set_defaults(fn=cmd_analyze)
 
     check = sub.add_parser("crosscheck", help="recompute the core metrics in plain Python and compare with summary.json")
     check.add_argument("run_dir")
     check.set_defaults(fn=cmd_crosscheck)
+
+    syn = sub.add_parser("synthetic", help="write a synthetic run directory of about N spans (analysis at scale)")
+    syn.add_argument("out", help="the run directory to create")
+    syn.add_argument("--spans", type=int, default=1_000_000)
+    syn.add_argument("--nodes", type=int, default=10_000)
+    syn.add_argument("--topics", type=int, default=1_000)
+    syn.add_argument("--seed", type=int, default=1)
+    syn.set_defaults(fn=cmd_synthetic)
 
     comp = sub.add_parser("compare", help="compare analysed runs side by side (e.g. sim against local)")
     comp.add_argument("run_dirs", nargs="+")

@@ -1,8 +1,7 @@
 """The run analysis: traces + plans of one run directory -> metrics, summary.json, report.html.
 
-Run it with ``overlaylab analyze RUN_DIR`` (local[*] Spark), or on any Spark master:
-
-    spark-submit --master <url> -m analysis.jobs.summarize RUN_DIR   (or pass the file path)
+Run it with ``overlaylab analyze RUN_DIR`` (local[*] Spark; ``--master URL`` and ``--conf K=V``
+for a cluster, docs/spark.md); RUN_DIR may be a Hadoop URI (``s3a://bucket/runs/RUN``).
 
 ``main()`` is the only place that builds the session; ``run()`` reads, ``analysis.metrics`` and
 ``analysis.overlay`` compute, and the writers at the end write ``metrics/*.parquet``,
@@ -24,18 +23,20 @@ from .. import overlay, report, schemas
 from ..load import read_locust
 from ..protocols import analysis_for
 from ..spark import get_spark
+from ..storage import StagedRun, staged
 
 QUANTILES = [0.5, 0.9, 0.99]
 
 
-def load_spans(spark: SparkSession, traces: Path) -> DataFrame:
-    """Every trace form in ``traces/`` (OTLP JSON lines, simulator Parquet) as one flat table."""
+def load_spans(spark: SparkSession, traces: str, names: list[str]) -> DataFrame:
+    """Every trace form in ``traces`` (OTLP JSON lines, simulator Parquet) as one flat table;
+    ``names``: the files there."""
     parts = []
-    if any(traces.glob("*.jsonl")):
-        raw = spark.read.schema(schemas.OTLP_TRACES).json(str(traces / "*.jsonl"))
+    if any(n.endswith(".jsonl") for n in names):
+        raw = spark.read.schema(schemas.OTLP_TRACES).json(f"{traces}/*.jsonl")
         parts.append(m.normalize_otlp(raw))
-    if (traces / "spans.parquet").exists():
-        parts.append(spark.read.schema(schemas.SPANS).parquet(str(traces / "spans.parquet")))
+    if "spans.parquet" in names:
+        parts.append(spark.read.schema(schemas.SPANS).parquet(f"{traces}/spans.parquet"))
     if not parts:
         raise FileNotFoundError(f"no traces in {traces}")
     out = parts[0]
@@ -49,27 +50,33 @@ def _read_jsonl(path: Path) -> list[dict]:
 
 
 def run(run_dir: str | Path, spark: SparkSession | None = None) -> dict:
-    rd = Path(run_dir)
+    """Analyse the run at ``run_dir``: a local directory or a Hadoop URI (``s3a://...``)."""
     spark = spark or get_spark()
+    with staged(str(run_dir), spark) as staged_run:
+        return _analyse(spark, staged_run)
+
+
+def _analyse(spark: SparkSession, staged_run: StagedRun) -> dict:
+    rd, uri = staged_run.local, staged_run.uri
     meta = json.loads((rd / "run.json").read_text())
     settings = (yaml.safe_load((rd / "experiment.yaml").read_text()) or {}).get("analysis", {})
     window_s = settings.get("delivery_window_s")
     join_warmup_ns = round(settings.get("join_warmup_s", 0.0) * 1e9)
     end_ns = meta["ended_ns"]
 
-    spans = load_spans(spark, rd / "traces").cache()
-    subs = spark.read.schema(schemas.SUBSCRIPTIONS).json(str(rd / "subscriptions.jsonl"))
-    timeline = spark.read.schema(schemas.TIMELINE).json(str(rd / "timeline.jsonl"))
+    # The small inputs go from the driver (a cluster's executors cannot read its staging dir).
+    sub_rows, timeline_rows = _read_jsonl(rd / "subscriptions.jsonl"), _read_jsonl(rd / "timeline.jsonl")
+    spans = load_spans(spark, f"{uri}/traces", staged_run.traces).cache()
+    subs = spark.createDataFrame(sub_rows, schemas.SUBSCRIPTIONS)
+    timeline = spark.createDataFrame(timeline_rows, schemas.TIMELINE)
     pubs = m.publications(spans, round(window_s * 1e9) if window_s else None, end_ns).cache()
     expected = m.expected_receivers(pubs, subs, m.alive_intervals(timeline, end_ns), join_warmup_ns)
     dels = m.deliveries(expected, pubs, m.first_copies(spans)).cache()
     events = m.per_event(dels, pubs).cache()
 
-    (rd / "metrics").mkdir(exist_ok=True)
-    dels.write.mode("overwrite").parquet(str(rd / "metrics" / "deliveries.parquet"))
-    events.write.mode("overwrite").parquet(str(rd / "metrics" / "events.parquet"))
-
-    subscriptions = {r["node"]: r["topics"] for r in _read_jsonl(rd / "subscriptions.jsonl")}
+    dels.write.mode("overwrite").parquet(f"{uri}/metrics/deliveries.parquet")
+    events.write.mode("overwrite").parquet(f"{uri}/metrics/events.parquet")
+    subscriptions = {r["node"]: r["topics"] for r in sub_rows}
     plugin = analysis_for(meta, subscriptions)
     final: list[dict] = []
     for snapshot in overlay.snapshots_by_time(rd / "snapshots.jsonl"):
@@ -79,11 +86,11 @@ def run(run_dir: str | Path, spark: SparkSession | None = None) -> dict:
     summary = summarize(meta, spans, dels, events, final, stats, subscriptions)
     if (rd / "fidelity.json").exists():
         summary["fidelity"] = json.loads((rd / "fidelity.json").read_text())
-    summary["churn"] = churn_counts(_read_jsonl(rd / "timeline.jsonl"))
+    summary["churn"] = churn_counts(timeline_rows)
     summary["protocol_metrics"] = plugin.metrics(final)
     summary["skipped_publications"] = meta.get("skipped_publications", 0)
     series = m.timeseries(dels, pubs, meta["measure_start_ns"]).cache()
-    series.write.mode("overwrite").parquet(str(rd / "metrics" / "timeseries.parquet"))
+    series.write.mode("overwrite").parquet(f"{uri}/metrics/timeseries.parquet")
     series_rows = _rows(series)
     summary["load"] = load_summary(rd, meta, settings_publications(rd), series_rows)
     hop_rows = _rows(m.hop_histogram(dels))

@@ -60,3 +60,18 @@ def test_crosscheck_agrees_with_the_summary_and_catches_a_wrong_one(zero_delay_r
         main(["crosscheck", str(rd)])
     assert done.value.code == 1
     assert "hops.mean" in capsys.readouterr().out
+
+
+def test_a_synthetic_run_is_analysed_and_crosschecked(tmp_path):
+    """The generator behind `make bench-spark` writes a run the analysis reads like any other;
+    its ties (whole milliseconds), misses, duplicates, relays and churn agree in both computations."""
+    rd = tmp_path / "synthetic"
+    for argv in (["synthetic", str(rd), "--spans", "20000", "--nodes", "400", "--topics", "40"], ["analyze", str(rd)]):
+        with pytest.raises(SystemExit) as done:
+            main(argv)
+        assert done.value.code == 0
+    summary = json.loads((rd / "summary.json").read_text())
+    meta = json.loads((rd / "run.json").read_text())
+    assert summary["spans"]["publish"] + summary["spans"]["receive"] == meta["spans"] > 15_000
+    assert 0.98 < summary["hit_ratio"] < 1.0 and summary["relay_ratio"] > 0 and summary["churn"]["crashes"] == 8
+    assert all(r["agree"] for r in compare(rd)), [r for r in compare(rd) if not r["agree"]]

@@ -1,0 +1,113 @@
+"""`make bench-spark`: the Spark analysis of a 10-million-span run, written to bench/results/spark.json.
+
+Generates a synthetic run (``analysis.synthetic``; 10,000 nodes, 1,000 topics), then times
+``overlaylab analyze`` on it as a user runs it (local[*]), with the peak memory of the whole
+process tree (the Python driver and Spark's JVM, sampled every 0.2 s). A 1-million-span run of
+the same generator is analysed first, in the same invocation, as the baseline for the ratios,
+and checked by ``overlaylab crosscheck`` (the plain-Python computation of the same metrics).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from analysis.synthetic import write_synthetic_run
+from bench.run import RESULTS, ROOT, header
+
+
+def tree_rss(proc: psutil.Process) -> int:
+    total = 0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            total += p.memory_info().rss
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def timed_tree(cmd: list[str]) -> dict:
+    """Wall time, CPU time and peak RSS of ``cmd`` and all its descendants."""
+    start = time.perf_counter()
+    proc = psutil.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    peak, done = 0, threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            try:
+                peak = max(peak, tree_rss(proc))
+            except psutil.NoSuchProcess:
+                return
+            done.wait(0.2)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    cpu = 0.0
+    try:
+        while proc.poll() is None:  # descendants' CPU, read while they exist
+            try:
+                cpu = max(cpu, sum(sum(p.cpu_times()[:2]) for p in [proc, *proc.children(recursive=True)]))
+            except psutil.NoSuchProcess:
+                pass
+            time.sleep(0.5)
+    finally:
+        done.set()
+        sampler.join()
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(cmd)}\n{proc.stderr.read().decode()[-2000:]}")
+    return {"wall_s": round(wall, 1), "cpu_s_at_least": round(cpu, 1), "peak_rss_mib": round(peak / 2**20)}
+
+
+def analyse(spans: int, tmp: Path, crosscheck: bool) -> dict:
+    start = time.perf_counter()
+    rd = write_synthetic_run(tmp / f"spans-{spans}", spans)
+    generated = time.perf_counter() - start
+    meta = json.loads((rd / "run.json").read_text())
+    r = timed_tree([sys.executable, "-m", "controller.cli", "analyze", str(rd)])
+    summary = json.loads((rd / "summary.json").read_text())
+    r.update(spans=meta["spans"], events=summary["events"], generate_s=round(generated, 1),
+             spans_per_s=round(meta["spans"] / r["wall_s"]), hit_ratio=summary["hit_ratio"],
+             hops_mean=summary["hops"]["mean"], duplication=summary["duplication_factor"])
+    if crosscheck:
+        check = subprocess.run([sys.executable, "-m", "controller.cli", "crosscheck", str(rd)], cwd=ROOT,
+                               capture_output=True, text=True)
+        r["crosscheck"] = "agrees" if check.returncode == 0 else "DIFFERS"
+    print(f"{meta['spans']:,} spans: {r['wall_s']} s, {r['peak_rss_mib']} MiB", flush=True)
+    return r
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--spans", type=int, default=10_000_000)
+    ap.add_argument("--baseline", type=int, default=1_000_000)
+    args = ap.parse_args()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        base = analyse(args.baseline, Path(tmp), crosscheck=True)
+        big = analyse(args.spans, Path(tmp), crosscheck=False)
+    record = {
+        **header("spark-analysis", "analysis.synthetic: 10,000 nodes, 1,000 topics, 20 per node; overlaylab analyze"),
+        "baseline": base, "large": big,
+        "ratio_large_to_baseline": {"spans": round(big["spans"] / base["spans"], 2),
+                                    "wall": round(big["wall_s"] / base["wall_s"], 2),
+                                    "peak_rss": round(big["peak_rss_mib"] / base["peak_rss_mib"], 2)},
+        "target": "10M spans under 5 min (goal 2 min)",
+    }
+    path = RESULTS / "spark.json"
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

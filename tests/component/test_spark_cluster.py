@@ -1,0 +1,78 @@
+"""`overlaylab analyze --master spark://...`: the analysis on a Spark standalone cluster (a master
+and a worker JVM started from pyspark's own distribution) gives the summary of local[*]."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyspark
+import pytest
+
+from controller.cli import main
+
+SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for(port: int) -> None:
+    for _ in range(300):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise TimeoutError(f"nothing listens on {port}")
+
+
+@pytest.fixture(scope="module")
+def spark_master(tmp_path_factory):
+    work = tmp_path_factory.mktemp("worker")
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": str(SPARK_CLASS.parent.parent),
+           "SPARK_WORKER_DIR": str(work)}
+    port = _free_port()
+    master = subprocess.Popen([SPARK_CLASS, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                               "--port", str(port), "--webui-port", str(_free_port())],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    procs = [master]
+    try:
+        _wait_for(port)
+        url = f"spark://127.0.0.1:{port}"
+        procs.append(subprocess.Popen([SPARK_CLASS, "org.apache.spark.deploy.worker.Worker", url, "--cores", "1",
+                                       "--memory", "1g", "--webui-port", str(_free_port())],
+                                      env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        yield url, work
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+            p.wait(30)
+
+
+def test_the_analysis_runs_on_a_standalone_spark_cluster(tmp_path, spark_master):
+    url, work = spark_master
+    rd = tmp_path / "run"
+    for argv in (["synthetic", str(rd), "--spans", "5000", "--nodes", "200", "--topics", "20"], ["analyze", str(rd)]):
+        with pytest.raises(SystemExit) as done:
+            main(argv)
+        assert done.value.code == 0
+    here = json.loads((rd / "summary.json").read_text())
+    (rd / "summary.json").unlink()
+    proc = subprocess.run([sys.executable, "-m", "controller.cli", "analyze", str(rd), "--master", url,
+                           "--conf", "spark.executor.memory=512m"], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    there = json.loads((rd / "summary.json").read_text())
+    for key in ("events", "expected_receivers", "deliveries", "hit_ratio", "latency_ms", "hops",
+                "duplication_factor", "relay_ratio", "churn", "hop_histogram"):
+        assert there[key] == here[key], key
+    # the work ran in the worker's executor: it made an application directory with its log
+    assert list(work.glob("app-*/*/stderr"))
