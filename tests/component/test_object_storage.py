@@ -1,5 +1,6 @@
-"""`overlaylab analyze s3a://...`: a run directory in object storage (moto's S3 server) is analysed
-where it lies, with the same summary as the same run analysed on the local disk."""
+"""`overlaylab analyze s3a://...`: a run directory in object storage (moto's S3 server, from its
+own venv: `make test` builds .venv-s3) is analysed where it lies, with the same summary as the
+same run analysed on the local disk."""
 
 from __future__ import annotations
 
@@ -8,32 +9,41 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
-import boto3
 import pytest
 
 from controller.cli import main
 
-S3 = {"endpoint_url": None, "aws_access_key_id": "test", "aws_secret_access_key": "test", "region_name": "us-east-1"}
+MOTO = Path(__file__).resolve().parents[2] / ".venv-s3" / "bin" / "moto_server"
+
+
+def _request(method: str, url: str, data: bytes | None = None) -> bytes:
+    headers = {"Content-Type": "application/octet-stream",  # not urllib's default form encoding
+               # the access key the analysis uses (moto reads it, and checks no signature)
+               "Authorization": "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/s3/aws4_request, "
+                                "SignedHeaders=host, Signature=0"}
+    with urllib.request.urlopen(urllib.request.Request(url, data=data, method=method, headers=headers), timeout=30) as r:
+        return r.read()
 
 
 @pytest.fixture(scope="module")
 def s3_endpoint():
+    assert MOTO.exists(), "moto's S3 server is missing: make .venv-s3/bin/moto_server"
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = subprocess.Popen([Path(sys.executable).parent / "moto_server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen([MOTO, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
     try:
-        for _ in range(100):
+        for _ in range(300):
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
                 break
             except OSError:
                 time.sleep(0.1)
-        yield url
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.terminate()
         server.wait(10)
@@ -45,12 +55,12 @@ def test_a_run_in_object_storage_is_analysed_in_place(tmp_path, s3_endpoint):
         with pytest.raises(SystemExit) as done:
             main(argv)
         assert done.value.code == 0
-    s3 = boto3.client("s3", **{**S3, "endpoint_url": s3_endpoint})
-    s3.create_bucket(Bucket="runs")
+    bucket = f"{s3_endpoint}/runs"
+    _request("PUT", bucket)  # path-style S3 REST
     for f in local.rglob("*"):
         if f.is_file() and f.relative_to(local).parts[0] in ("traces", "run.json", "experiment.yaml",
                                                                "subscriptions.jsonl", "timeline.jsonl"):
-            s3.upload_file(str(f), "runs", f"r1/{f.relative_to(local).as_posix()}")
+            _request("PUT", f"{bucket}/r1/{f.relative_to(local).as_posix()}", f.read_bytes())
 
     conf = {"fs.s3a.endpoint": s3_endpoint, "fs.s3a.path.style.access": "true", "fs.s3a.access.key": "test",
             "fs.s3a.secret.key": "test", "fs.s3a.endpoint.region": "us-east-1"}
@@ -59,10 +69,10 @@ def test_a_run_in_object_storage_is_analysed_in_place(tmp_path, s3_endpoint):
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
 
-    keys = {o["Key"] for o in s3.list_objects_v2(Bucket="runs", Prefix="r1/")["Contents"]}
-    assert {"r1/summary.json", "r1/report.html", "r1/plots/latency_cdf.png"} <= keys
-    assert any(k.startswith("r1/metrics/deliveries.parquet/part-") for k in keys)
-    remote = json.loads(s3.get_object(Bucket="runs", Key="r1/summary.json")["Body"].read())
+    listing = _request("GET", f"{bucket}?list-type=2&prefix=r1/").decode()
+    for key in ("r1/summary.json", "r1/report.html", "r1/plots/latency_cdf.png", "r1/metrics/deliveries.parquet/part-"):
+        assert f"<Key>{key}" in listing, key
+    remote = json.loads(_request("GET", f"{bucket}/r1/summary.json"))
     here = json.loads((local / "summary.json").read_text())
     for key in ("events", "expected_receivers", "deliveries", "hit_ratio", "latency_ms", "hops",
                 "duplication_factor", "relay_ratio", "churn", "hop_histogram"):
