@@ -1,9 +1,14 @@
-"""A seeded fake network of real cores: the simulator with small, explicit plans."""
+"""Test helpers: a seeded fake network of real cores (the simulator with small, explicit plans), local ports, synthetic runs."""
 
 from __future__ import annotations
 
 import random
+import socket
+import time
 
+import pytest
+
+from controller.cli import main
 from node.core import create_protocol
 from node.core.cyclon import CyclonConfig
 from node.core.gossip import GossipConfig
@@ -46,3 +51,29 @@ def conformance_experiment(protocol: str, **sections) -> dict:
         "phases": {"warmup_s": 6, "drain_s": 2},
         **sections,
     }
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, tries: int = 300) -> None:
+    for _ in range(tries):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port}")
+
+
+def analysed_synthetic_run(rd, spans: int, nodes: int, topics: int):
+    """A synthetic run (analysis/synthetic.py) written to ``rd`` and analysed here (local Spark)."""
+    for argv in (["synthetic", str(rd), "--spans", str(spans), "--nodes", str(nodes), "--topics", str(topics)],
+                 ["analyze", str(rd)]):
+        with pytest.raises(SystemExit) as done:
+            main(argv)
+        assert done.value.code == 0
+    return rd

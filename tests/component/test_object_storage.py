@@ -5,16 +5,14 @@ same run analysed on the local disk."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from controller.cli import main
+from tests.helpers import analysed_synthetic_run, free_port, wait_for_port
 
 MOTO = Path(__file__).resolve().parents[2] / ".venv-s3" / "bin" / "moto_server"
 
@@ -31,18 +29,11 @@ def _request(method: str, url: str, data: bytes | None = None) -> bytes:
 @pytest.fixture(scope="module")
 def s3_endpoint():
     assert MOTO.exists(), "moto's S3 server is missing: make .venv-s3/bin/moto_server"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     server = subprocess.Popen([MOTO, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
     try:
-        for _ in range(300):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_for_port(port)
         yield f"http://127.0.0.1:{port}"
     finally:
         server.terminate()
@@ -50,11 +41,7 @@ def s3_endpoint():
 
 
 def test_a_run_in_object_storage_is_analysed_in_place(tmp_path, s3_endpoint):
-    local = tmp_path / "run"
-    for argv in (["synthetic", str(local), "--spans", "5000", "--nodes", "200", "--topics", "20"], ["analyze", str(local)]):
-        with pytest.raises(SystemExit) as done:
-            main(argv)
-        assert done.value.code == 0
+    local = analysed_synthetic_run(tmp_path / "run", spans=5000, nodes=200, topics=20)
     bucket = f"{s3_endpoint}/runs"
     _request("PUT", bucket)  # path-style S3 REST
     for f in local.rglob("*"):

@@ -5,34 +5,16 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pyspark
 import pytest
 
-from controller.cli import main
+from tests.helpers import analysed_synthetic_run, free_port, wait_for_port
 
 SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_for(port: int) -> None:
-    for _ in range(300):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.2)
-    raise TimeoutError(f"nothing listens on {port}")
 
 
 @pytest.fixture(scope="module")
@@ -40,16 +22,16 @@ def spark_master(tmp_path_factory):
     work = tmp_path_factory.mktemp("worker")
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": str(SPARK_CLASS.parent.parent),
            "SPARK_WORKER_DIR": str(work)}
-    port = _free_port()
+    port = free_port()
     master = subprocess.Popen([SPARK_CLASS, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                               "--port", str(port), "--webui-port", str(_free_port())],
+                               "--port", str(port), "--webui-port", str(free_port())],
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     procs = [master]
     try:
-        _wait_for(port)
+        wait_for_port(port)
         url = f"spark://127.0.0.1:{port}"
         procs.append(subprocess.Popen([SPARK_CLASS, "org.apache.spark.deploy.worker.Worker", url, "--cores", "1",
-                                       "--memory", "1g", "--webui-port", str(_free_port())],
+                                       "--memory", "1g", "--webui-port", str(free_port())],
                                       env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         yield url, work
     finally:
@@ -60,11 +42,7 @@ def spark_master(tmp_path_factory):
 
 def test_the_analysis_runs_on_a_standalone_spark_cluster(tmp_path, spark_master):
     url, work = spark_master
-    rd = tmp_path / "run"
-    for argv in (["synthetic", str(rd), "--spans", "5000", "--nodes", "200", "--topics", "20"], ["analyze", str(rd)]):
-        with pytest.raises(SystemExit) as done:
-            main(argv)
-        assert done.value.code == 0
+    rd = analysed_synthetic_run(tmp_path / "run", spans=5000, nodes=200, topics=20)
     here = json.loads((rd / "summary.json").read_text())
     (rd / "summary.json").unlink()
     proc = subprocess.run([sys.executable, "-m", "controller.cli", "analyze", str(rd), "--master", url,
