@@ -7,6 +7,7 @@ shell, the simulator and the tests agree on them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -46,6 +47,57 @@ workload has a subscriber to 4,334 topics (a 77 KB profile with priorities), and
 message of the 11 heaviest profiles is 424 KB, inside MAX_MESSAGE_BYTES."""
 MAX_NAME = 256
 """Longest topic, layer, event id or address (characters)."""
+
+
+MAX_HOPS = 1 << 16
+"""Largest hop count an event may carry."""
+MAX_PAYLOAD_BYTES = MAX_MESSAGE_BYTES - (64 << 10)
+"""Largest payload a Publish takes: its event must fit a peer message with room for the rest."""
+MAX_PROBES = 10_000
+"""Most probes one ProbeLink sends."""
+
+CONTROL_REQUESTS: dict[str, type] = {
+    "Join": control_pb2.JoinRequest, "Subscribe": control_pb2.TopicRequest,
+    "Unsubscribe": control_pb2.TopicRequest, "Publish": control_pb2.PublishRequest,
+    "GetStats": control_pb2.Empty, "GetSnapshot": control_pb2.Empty, "SetLinkRules": control_pb2.LinkRules,
+    "ProbeLink": control_pb2.ProbeRequest, "Leave": control_pb2.Empty,
+}
+"""The Control service's methods and their request types."""
+
+
+def control_request(method: str, data: bytes) -> Any:
+    """Decode and check a Control request; RemoteProtocolError for one a peer must refuse (an
+    empty or overlong topic, too many topics, an oversized payload, a link rule with a value that
+    is negative, not finite or, for a loss, above 1, too many probes)."""
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise RemoteProtocolError(f"control message of {len(data)} bytes exceeds {MAX_MESSAGE_BYTES}")
+    try:
+        req = CONTROL_REQUESTS[method].FromString(data)
+    except DecodeError as e:
+        raise RemoteProtocolError(f"undecodable {method} request: {e}") from None
+    topics = list(getattr(req, "topics", ()))
+    if isinstance(req, (control_pb2.TopicRequest, control_pb2.PublishRequest)):
+        topics.append(req.topic)
+    if len(topics) > MAX_TOPICS or len(getattr(req, "contacts", ())) > MAX_ENTRIES:
+        raise RemoteProtocolError(f"{method} with {len(topics)} topics (limit {MAX_TOPICS}) "
+                                  f"or {len(getattr(req, 'contacts', ()))} contacts (limit {MAX_ENTRIES})")
+    if any(not t for t in topics):
+        raise RemoteProtocolError(f"{method} with an empty topic")
+    _check_names(*topics)
+    for c in getattr(req, "contacts", ()):
+        descriptor_from_pb(c)
+    if isinstance(req, control_pb2.PublishRequest) and len(req.payload) > MAX_PAYLOAD_BYTES:
+        raise RemoteProtocolError(f"payload of {len(req.payload)} bytes (limit {MAX_PAYLOAD_BYTES})")
+    if isinstance(req, control_pb2.LinkRules):
+        values = [v for r in req.rules for v in (r.delay_ms, r.jitter_ms)] + [*req.base_delay_ms, req.bandwidth_kbps]
+        if not all(math.isfinite(v) and v >= 0 for v in values) or \
+                not all(math.isfinite(r.loss) and 0 <= r.loss <= 1 for r in req.rules):
+            raise RemoteProtocolError("link rule with a negative or non-finite value, or a loss outside [0, 1]")
+    if isinstance(req, control_pb2.ProbeRequest):
+        if req.count > MAX_PROBES or not (math.isfinite(req.interval_ms) and 0 <= req.interval_ms <= 60_000):
+            raise RemoteProtocolError(f"probe count {req.count} (limit {MAX_PROBES}) or interval {req.interval_ms} ms")
+        _check_names(req.addr)
+    return req
 
 
 def descriptor_to_pb(d: Descriptor) -> peer_pb2.NodeDescriptor:
@@ -116,8 +168,8 @@ def event_to_pb(m: EventMsg, sender: int, trace: TraceIds = NO_TRACE) -> peer_pb
 
 
 def event_from_pb(pb: peer_pb2.EventMessage) -> EventMsg:
-    if not pb.event_id or not pb.topic or pb.hops < 1:
-        raise RemoteProtocolError("event without id or topic, or with hop count 0")
+    if not pb.event_id or not pb.topic or not 1 <= pb.hops <= MAX_HOPS:
+        raise RemoteProtocolError(f"event without id or topic, or with hop count {pb.hops} (1 to {MAX_HOPS})")
     _check_names(pb.event_id, pb.topic)
     return EventMsg(pb.event_id, pb.topic, pb.payload, pb.publisher, pb.hops)
 

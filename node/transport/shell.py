@@ -41,6 +41,7 @@ from .telemetry import PeerTelemetry, context_bytes, remote_parent
 log = logging.getLogger("overlaylab.peer")
 
 SERVICE = "overlaylab.v1.Peer"
+CONTROL_SERVICE = "overlaylab.v1.Control"
 CHANNEL_OPTIONS = [
     # A peer that crashed and restarted on its port should be reachable again within a cycle,
     # not after gRPC's default reconnect backoff (up to two minutes).
@@ -96,7 +97,9 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         handlers = {w.rpc: grpc.unary_unary_rpc_method_handler(self._handler(w), **raw) for w in codec.WIRE_TYPES}
         handlers["Ping"] = grpc.unary_unary_rpc_method_handler(self._rpc_ping, **raw)
         self.server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(SERVICE, handlers)])
-        control_pb2_grpc.add_ControlServicer_to_server(self, self.server)
+        control = {m: grpc.unary_unary_rpc_method_handler(self._control_handler(m, getattr(self, m)), **raw)
+                   for m in codec.CONTROL_REQUESTS}
+        self.server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(CONTROL_SERVICE, control)])
         port = self.server.add_insecure_port(f"{self.host}:{port}")
         await self.server.start()
         self.addr = f"{self.advertise}:{port}"
@@ -273,6 +276,18 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         return peer_pb2.ProbeAck(received_unix_nano=received).SerializeToString()
 
     # --- control service --------------------------------------------------------------------
+
+    def _control_handler(self, method: str, call):
+        """Decode and check a Control request (refused and counted like a bad peer message),
+        then call the method; raw bytes both ways."""
+        async def handle(data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+            try:
+                request = codec.control_request(method, data)
+            except RemoteProtocolError as e:
+                self._reject(context.peer(), e)
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+            return (await call(request, context)).SerializeToString()
+        return handle
 
     async def Join(self, request, context):
         for topic in request.topics:
