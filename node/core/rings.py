@@ -108,7 +108,7 @@ class Rings(ExchangeLayer):
         self.succ.setdefault(topic, [])
         self.pred.setdefault(topic, [])
         self._holes.add(topic)
-        self._refresh_priorities()
+        self._refresh_priorities([topic])  # only its own changes: a join with many topics stays linear
 
     def unsubscribed(self, topic: Topic) -> None:
         self.succ.pop(topic, None)
