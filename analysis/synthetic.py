@@ -98,9 +98,10 @@ def _chunk(rng: np.random.Generator, events: range, members: list[np.ndarray], n
         times = t0 + (hops * 20 + rng.integers(-5, 6, len(rec))) * MS
         add(np.full(len(rec), i), rec, rng.integers(nodes, size=len(rec)), times, hops,
             np.ones(len(rec), bool), np.ones(len(rec), bool))
-        again = rec[rng.random(len(rec)) < dup]
+        twice = rng.random(len(rec)) < dup  # a later copy, not flagged first
+        again = rec[twice]
         add(np.full(len(again), i), again, rng.integers(nodes, size=len(again)),
-            t0 + rng.integers(20, 400, len(again)) * MS, 2 + rng.geometric(0.3, len(again)),
+            times[twice] + rng.integers(0, 380, len(again)) * MS, hops[twice] + rng.geometric(0.3, len(again)),
             np.zeros(len(again), bool), np.ones(len(again), bool))
         others = rng.integers(nodes, size=relays)
         others = others[~np.isin(others, members[topic])]
