@@ -14,7 +14,6 @@ import json
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -25,47 +24,26 @@ from analysis.synthetic import write_synthetic_run
 from bench.run import RESULTS, ROOT, header
 
 
-def tree_rss(proc: psutil.Process) -> int:
-    total = 0
-    for p in [proc, *proc.children(recursive=True)]:
-        try:
-            total += p.memory_info().rss
-        except psutil.NoSuchProcess:
-            pass
-    return total
-
-
 def timed_tree(cmd: list[str]) -> dict:
-    """Wall time, CPU time and peak RSS of ``cmd`` and all its descendants."""
+    """Wall time, CPU time and peak RSS of ``cmd`` with all its descendants (sampled every 0.2 s)."""
     start = time.perf_counter()
-    proc = psutil.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    peak, done = 0, threading.Event()
-
-    def sample() -> None:
-        nonlocal peak
-        while not done.is_set():
-            try:
-                peak = max(peak, tree_rss(proc))
-            except psutil.NoSuchProcess:
-                return
-            done.wait(0.2)
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    cpu = 0.0
-    try:
-        while proc.poll() is None:  # descendants' CPU, read while they exist
-            try:
-                cpu = max(cpu, sum(sum(p.cpu_times()[:2]) for p in [proc, *proc.children(recursive=True)]))
-            except psutil.NoSuchProcess:
-                pass
-            time.sleep(0.5)
-    finally:
-        done.set()
-        sampler.join()
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"failed: {' '.join(cmd)}\n{proc.stderr.read().decode()[-2000:]}")
+    with tempfile.TemporaryFile() as err:
+        proc = psutil.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
+        peak = cpu = 0.0
+        while proc.poll() is None:
+            rss = used = 0.0
+            for p in [proc, *proc.children(recursive=True)]:
+                try:
+                    rss += p.memory_info().rss
+                    used += sum(p.cpu_times()[:2])
+                except psutil.NoSuchProcess:
+                    pass
+            peak, cpu = max(peak, rss), max(cpu, used)
+            time.sleep(0.2)
+        wall = time.perf_counter() - start
+        if proc.returncode != 0:
+            err.seek(0)
+            raise SystemExit(f"failed: {' '.join(cmd)}\n{err.read().decode()[-2000:]}")
     return {"wall_s": round(wall, 1), "cpu_s_at_least": round(cpu, 1), "peak_rss_mib": round(peak / 2**20)}
 
 

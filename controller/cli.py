@@ -85,15 +85,11 @@ def _variants(sweep_dir, analyze: bool) -> int:
 
 
 def cmd_analyze(args) -> int:
-    spark = None
-    s3a = args.run_dir.startswith("s3a://")
-    if args.master or args.conf or s3a:
-        from analysis.spark import get_spark
-        from analysis.storage import S3A_CONF
+    from analysis.spark import get_spark
+    from analysis.storage import S3A_CONF
 
-        conf = {**(S3A_CONF if s3a else {}), **dict(kv.split("=", 1) for kv in args.conf)}
-        spark = get_spark(master=args.master, conf=conf)
-    return _analyze(args.run_dir, spark)
+    conf = {**(S3A_CONF if args.run_dir.startswith("s3a://") else {}), **dict(args.conf)}
+    return _analyze(args.run_dir, get_spark(master=args.master, conf=conf))
 
 
 def _analyze(run_dir: str, spark=None) -> int:
@@ -284,10 +280,11 @@ def cmd_serve_results(args) -> int:
     return 0
 
 
-def _conf_pair(text: str) -> str:
-    if "=" not in text:
+def _conf_pair(text: str) -> tuple[str, str]:
+    key, eq, value = text.partition("=")
+    if not eq:
         raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE")
-    return text
+    return key, value
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -3,7 +3,7 @@
 Run it with ``overlaylab analyze RUN_DIR`` (local[*] Spark; ``--master URL`` and ``--conf K=V``
 for a cluster, docs/spark.md); RUN_DIR may be a Hadoop URI (``s3a://bucket/runs/RUN``).
 
-``main()`` is the only place that builds the session; ``run()`` reads, ``analysis.metrics`` and
+``analysis.spark.get_spark`` builds the session (``run()`` takes one); ``run()`` reads, ``analysis.metrics`` and
 ``analysis.overlay`` compute, and the writers at the end write ``metrics/*.parquet``,
 ``summary.json`` (METRICS.md's contract) and ``report.html``.
 """
