@@ -18,11 +18,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import yaml
 
+from .runfiles import read_jsonl, run_end_ns
+
 Span = dict  # name, time_ns, node, event_id, topic, hops, first_copy, subscriber
-
-
-def _jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
 def _otlp_value(v: dict):
@@ -35,17 +33,19 @@ def _otlp_value(v: dict):
 def read_spans(traces: Path) -> list[Span]:
     spans: list[Span] = []
     if (traces / "spans.parquet").exists():
-        cols = ("name", "time_ns", "node", "event_id", "topic", "hops", "first_copy", "subscriber")
+        cols = ("span_id", "parent_span_id", "name", "time_ns", "node", "event_id", "topic", "hops", "first_copy",
+                "subscriber")
         spans += pq.read_table(traces / "spans.parquet", columns=list(cols)).to_pylist()
     for path in sorted(traces.glob("*.jsonl")):
-        for request in _jsonl(path):
+        for request in read_jsonl(path):
             for rs in request.get("resourceSpans", []):
                 for ss in rs.get("scopeSpans", []):
                     for s in ss.get("spans", []):
                         if s["name"] not in ("publish", "receive"):
                             continue
                         a = {x["key"]: _otlp_value(x["value"]) for x in s.get("attributes", [])}
-                        spans.append({"name": s["name"], "time_ns": int(s["startTimeUnixNano"]),
+                        spans.append({"span_id": s["spanId"], "parent_span_id": s.get("parentSpanId") or None,
+                                      "name": s["name"], "time_ns": int(s["startTimeUnixNano"]),
                                       "node": a["pubsub.node"], "event_id": a["pubsub.event_id"],
                                       "topic": a["pubsub.topic"], "hops": a["pubsub.hops"],
                                       "first_copy": a["pubsub.first_copy"], "subscriber": a["pubsub.subscriber"]})
@@ -71,12 +71,15 @@ def compute(run_dir: str | Path) -> dict:
     meta = json.loads((rd / "run.json").read_text())
     settings = (yaml.safe_load((rd / "experiment.yaml").read_text()) or {}).get("analysis", {})
     window_s, warmup_ns = settings.get("delivery_window_s"), round(settings.get("join_warmup_s", 0.0) * 1e9)
-    spans = read_spans(rd / "traces")
+    raw = read_spans(rd / "traces")
+    timeline = read_jsonl(rd / "timeline.jsonl")
+    end_ns = run_end_ns(meta, timeline, max((s["time_ns"] for s in raw), default=0))
+    spans, refused = scored(raw)
     subscribers: dict[str, set[int]] = defaultdict(set)
-    for row in _jsonl(rd / "subscriptions.jsonl"):
+    for row in read_jsonl(rd / "subscriptions.jsonl"):
         for t in row["topics"]:
             subscribers[t].add(row["node"])
-    intervals = alive(_jsonl(rd / "timeline.jsonl"), meta["ended_ns"])
+    intervals = alive(timeline, end_ns)
 
     # The first copy of (event, node): the copy the node flagged, earliest first, fewest hops.
     first: dict[tuple[str, int], tuple[int, int]] = {}
@@ -93,7 +96,7 @@ def compute(run_dir: str | Path) -> dict:
     per_event, latencies, hops = [], [], []
     for p in (s for s in spans if s["name"] == "publish"):
         t0 = p["time_ns"]
-        end = t0 + round(window_s * 1e9) if window_s is not None else meta["ended_ns"]
+        end = t0 + round(window_s * 1e9) if window_s is not None else end_ns
         x = [v for v in subscribers[p["topic"]] if v != p["node"]
              and any(j + warmup_ns <= t0 and leave >= end for j, leave in intervals.get(v, ()))]
         d = 0
@@ -126,12 +129,30 @@ def compute(run_dir: str | Path) -> dict:
         "duplication_factor": len(receives) / receipts if receipts else None,
         "relay_ratio": sum(not s["subscriber"] for s in receives) / len(receives) if receives else None,
         "degree": degree(rd / "snapshots.jsonl"),
+        "refused_events": refused,
+        "spans": {"lost_at_least": len({s["parent_span_id"] for s in raw if s["parent_span_id"]}
+                                        - {s["span_id"] for s in raw})},
     }
+
+
+def scored(spans: list[Span]) -> tuple[list[Span], dict]:
+    """The spans of the events that can be scored, and the count of those refused: an id
+    published more than once, or with a copy received before its (earliest) publish."""
+    published: dict[str, list[int]] = defaultdict(list)
+    for s in spans:
+        if s["name"] == "publish":
+            published[s["event_id"]].append(s["time_ns"])
+    twice = {e for e, ts in published.items() if len(ts) > 1}
+    early = {s["event_id"] for s in spans
+             if s["name"] == "receive" and s["event_id"] in published and s["time_ns"] < min(published[s["event_id"]])}
+    bad = twice | early
+    return ([s for s in spans if s["event_id"] not in bad],
+            {"count": len(bad), "published_twice": len(twice), "received_before_publish": len(early)})
 
 
 def degree(path: Path) -> dict:
     """Undirected degree over the union of every layer's links, last snapshot."""
-    rows = _jsonl(path)
+    rows = read_jsonl(path)
     if not rows:
         return {"mean": None, "max": None}
     last = max(r["t_ns"] for r in rows)

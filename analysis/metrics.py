@@ -53,6 +53,28 @@ def alive_intervals(timeline: DataFrame, end_ns: int) -> DataFrame:
     )
 
 
+def refused_events(spans: DataFrame) -> DataFrame:
+    """(event_id, reason) of the events the analysis refuses to score: an id published more than
+    once (two events share it: ``published_twice``), or with a copy received before it was
+    published (a copy of some other event, or clocks apart: ``received_before_publish``). An
+    event may have both reasons."""
+    pubs = spans.where(F.col("name") == "publish")
+    twice = (pubs.groupBy("event_id").count().where(F.col("count") > 1)
+             .select("event_id", F.lit("published_twice").alias("reason")))
+    t0 = pubs.groupBy("event_id").agg(F.min("time_ns").alias("t0_ns"))
+    early = (spans.where(F.col("name") == "receive").join(t0, "event_id")
+             .where(F.col("time_ns") < F.col("t0_ns"))
+             .select("event_id", F.lit("received_before_publish").alias("reason")).distinct())
+    return twice.unionByName(early)
+
+
+def missing_parents(spans: DataFrame) -> int:
+    """Distinct parent spans that copies point to but no trace holds: spans lost (a peer killed
+    before its exporter flushed). A lower bound: a lost span no copy points to goes unseen."""
+    parents = spans.where(F.col("parent_span_id").isNotNull()).select(F.col("parent_span_id").alias("span_id")).distinct()
+    return parents.join(spans.select("span_id"), "span_id", "left_anti").count()
+
+
 def publications(spans: DataFrame, window_ns: int | None, end_ns: int) -> DataFrame:
     """(event_id, topic, publisher, t0_ns, window_end_ns) of every publish span."""
     end: Column = F.col("time_ns") + F.lit(window_ns) if window_ns is not None else F.lit(end_ns)

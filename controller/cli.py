@@ -26,7 +26,7 @@ from pathlib import Path
 
 from node.plugins import PluginError, load_plugins
 
-from .config import Experiment, ExperimentError, dump_experiment, experiment_schema, load_experiment
+from .config import Experiment, ExperimentError, check_data_files, dump_experiment, experiment_schema, load_experiment
 from .progress import console
 from .workloads import PlanError
 
@@ -45,6 +45,7 @@ def cmd_run(args) -> int:
     from .runners import get_runner
 
     exp = _load(args)
+    check_data_files(exp, args.file)
     if args.load_ui and (exp.backend != "local" or exp.publications.driver != "locust"):
         raise ExperimentError("--load-ui needs backend local and publications.driver: locust")
     runner = get_runner(exp.backend, load_ui=args.load_ui)
@@ -201,7 +202,13 @@ def headline(summary: dict) -> dict:
 
 
 def cmd_validate(args) -> int:
-    print(dump_experiment(_load(args)), end="")
+    """Parse, check the data files and render the plans: what ``run`` would refuse, refused here."""
+    from . import plans
+
+    exp = _load(args)
+    check_data_files(exp, args.file)
+    plans.render(exp)
+    print(dump_experiment(exp), end="")
     return 0
 
 
@@ -238,7 +245,8 @@ def cmd_peer(args) -> int:
     nodes = list(layout.nodes_of(args.pod))
     cfg = peer_config(exp, args.run_id, nodes, host="0.0.0.0", advertise=f"{args.pod}{layout.domain}",
                       ports={str(n): layout.port + k for k, n in enumerate(nodes)},
-                      otlp_endpoint=args.otlp_endpoint, trace_dir=args.trace_dir, refuse_before_join=True)
+                      control_host="0.0.0.0", control_ports={str(n): layout.control_port + k for k, n in enumerate(nodes)},
+                      pki=args.pki, otlp_endpoint=args.otlp_endpoint, trace_dir=args.trace_dir, refuse_before_join=True)
     fd, path = tempfile.mkstemp(prefix="peer-", suffix=".json")
     os.write(fd, json.dumps(cfg).encode())
     os.close(fd)
@@ -253,8 +261,11 @@ def cmd_drive(args) -> int:
 
     exp = load_experiment(args.file)
     rd = RunDir.create(exp, args.out, run_id=args.run_id)
+    from node.transport.security import Credentials
+
     driver = ClusterDriver(exp, rd, args.release, args.domain, namespace=None if args.no_kube else args.namespace,
-                           locust_url=args.locust_url)
+                           locust_url=args.locust_url,
+                           credentials=Credentials.load(args.pki, "controller") if args.pki else None)
     asyncio.run(driver.run())
     console.print(f"run {rd.run_id} written to {rd.path}")
     return 0
@@ -268,7 +279,7 @@ def cmd_load_plan(args) -> int:
     exp = load_experiment(args.file)
     p = exp.publications
     plan = plans.render(exp)
-    write_load_plan(Path(args.out), addrs=_layout(args, exp, plan).addrs(), subscriptions=plan.subscriptions,
+    write_load_plan(Path(args.out), addrs=_layout(args, exp, plan).addrs(control=True), subscriptions=plan.subscriptions,
                     topic_choice=p.topic_choice, payload_bytes=p.payload_bytes, seed=exp.seed)
     return 0
 
@@ -360,6 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
     peer.add_argument("--run-id", required=True)
     peer.add_argument("--otlp-endpoint", help="export spans to this Collector (host:port)")
     peer.add_argument("--trace-dir", help="or write OTLP JSON lines here")
+    peer.add_argument("--pki", help="folder with the run's ca.pem, peer.pem, peer.key: mutual TLS")
 
     drive = in_cluster("drive", cmd_drive, "carry out the plan over running peers (the controller Job)")
     drive.add_argument("--run-id", required=True)
@@ -367,6 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
     drive.add_argument("--namespace", help="the pods' namespace (churn deletes pods through the API)")
     drive.add_argument("--no-kube", action="store_true", help="no Kubernetes API (static containers; no churn)")
     drive.add_argument("--locust-url", help="the Locust master's web API, e.g. http://<release>-locust:8089")
+    drive.add_argument("--pki", help="folder with the run's ca.pem, controller.pem, controller.key: mutual TLS")
 
     load = in_cluster("load-plan", cmd_load_plan, "write the Locust users' plan (in a Locust pod)")
     load.add_argument("--out", required=True)

@@ -79,7 +79,19 @@ class Subscriptions(Strict):
         return self
 
 
-class UniformWorkload(Strict):
+class _SubscribesToTopics(Strict):
+    """A workload of ``topics`` topics with ``subscriptions`` (min, max) topics per node."""
+
+    @model_validator(mode="after")
+    def _subscriptions_fit(self):
+        subs, topics = self.subscriptions, self.topics  # type: ignore[attr-defined]
+        if subs.max > topics:
+            raise ValueError(f"subscriptions.max ({subs.max}) exceeds topics ({topics}): "
+                             "a node cannot subscribe to more topics than there are")
+        return self
+
+
+class UniformWorkload(_SubscribesToTopics):
     """Every node picks its topics uniformly at random."""
 
     model: Literal["uniform"] = "uniform"
@@ -89,7 +101,7 @@ class UniformWorkload(Strict):
     """Topics per node."""
 
 
-class ZipfWorkload(Strict):
+class ZipfWorkload(_SubscribesToTopics):
     """Topic of rank i is picked with weight i^-alpha (without replacement)."""
 
     model: Literal["zipf"]
@@ -101,7 +113,7 @@ class ZipfWorkload(Strict):
     """Topics per node."""
 
 
-class SpiderCastWorkload(Strict):
+class SpiderCastWorkload(_SubscribesToTopics):
     """SpiderCast's popularity models (spidercast.md §6.2): uniform, RSS (Zipf 0.5), Zipf, NYSE."""
 
     model: Literal["spidercast"]
@@ -410,6 +422,9 @@ class Kubernetes(Strict):
     """k8s: peers hosted by one pod of the peer StatefulSet (nodes that churn get a pod each)."""
     peer_port: int = Field(7000, ge=1024, le=65000)
     """k8s: gRPC port of a pod's first peer; its k-th peer listens on peer_port + k."""
+    control_port: int = Field(7400, ge=1024, le=65000)
+    """k8s: port of the Control service (controller and Locust only) of a pod's first peer; its
+    k-th peer's is control_port + k."""
     collector_image: str = "otel/opentelemetry-collector-contrib:0.139.0"
     """k8s: the OpenTelemetry Collector image (contrib: it has the file exporter)."""
     storage_class: str | None = None
@@ -435,6 +450,19 @@ class Kubernetes(Strict):
     """k8s: how long to wait for pods to be ready and for the controller Job to finish setup."""
     teardown: bool = True
     """k8s: delete everything labelled with the run id when the run ends."""
+
+    @model_validator(mode="after")
+    def _ports_apart(self) -> Kubernetes:
+        peer, control, k = self.peer_port, self.control_port, self.peers_per_pod
+        if peer < control + k and control < peer + k:
+            raise ValueError(f"peer ports {peer}..{peer + k - 1} overlap control ports {control}..{control + k - 1}")
+        return self
+
+
+class Security(Strict):
+    tls: Literal["auto", "on", "off"] = "auto"
+    """Mutual TLS between peers, the controller and Locust, from a CA made for the run
+    (docs/security.md). auto: on for k8s, off for local (sim has no transport)."""
 
 
 class Outputs(Strict):
@@ -464,6 +492,7 @@ class Experiment(Strict):
     analysis: Analysis = Analysis()
     sim: Sim = Sim()
     k8s: Kubernetes = Kubernetes()
+    security: Security = Security()
     outputs: Outputs = Outputs()
 
     @model_validator(mode="after")
@@ -479,6 +508,10 @@ class Experiment(Strict):
             except ValueError as e:
                 raise ValueError(f"sim.variants[{k}]: {e}") from None
         return self
+
+    def tls(self) -> bool:
+        """Whether this run's transport uses mutual TLS (``security.tls``)."""
+        return self.security.tls == "on" or (self.security.tls == "auto" and self.backend == "k8s")
 
     def cycle_s(self) -> float:
         """The protocol's gossip period in seconds (for per-cycle overhead)."""
@@ -543,9 +576,26 @@ def load_experiment(path: str | Path, overrides: list[str] = ()) -> Experiment:
         raise ExperimentError(f"{path}: cannot read: {e}") from None
     if not isinstance(data, dict):
         raise ExperimentError(f"{path}: expected a mapping of sections at the top level")
+    if not data and not overrides:
+        raise ExperimentError(f"{path}: empty experiment file (write at least a name: and the sections that differ "
+                              "from the defaults; `overlaylab schema` lists them)")
     data = apply_overrides(data, list(overrides))
     _resolve_paths(data, path.resolve().parent)
     return parse_experiment(data, source=str(path))
+
+
+def check_data_files(exp: Experiment, source: str = "<experiment>") -> None:
+    """Every data file the experiment names exists and is a file: checked before a run directory
+    is created (and by ``overlaylab validate``), not halfway through a run."""
+    missing = []
+    for keys in PATH_FIELDS:
+        node: Any = exp
+        for k in keys:
+            node = getattr(node, k, None)
+        if isinstance(node, str) and node != "synthetic" and not Path(node).is_file():
+            missing.append(f"  {'.'.join(keys)}: no such file: {node}")
+    if missing:
+        raise ExperimentError("\n".join([f"{source}: {len(missing)} missing data file(s)", *missing]))
 
 
 PATH_FIELDS = (("workload", "path"), ("workload", "graph"), ("churn", "path"), ("network", "delay", "path"))

@@ -9,8 +9,9 @@ controller and the Locust workers each compute it on their own and agree:
   to a pod, in node order;
 - the StatefulSet ``<release>-churner`` hosts each node the churn plan touches in a pod of its own
   (so deleting that pod crashes exactly that node), in node order;
-- a pod's k-th node listens on ``k8s.peer_port + k``; peers reach it by the pod's DNS name under
-  the headless Service ``<release>-peers`` (``<pod>.<release>-peers``).
+- a pod's k-th node listens on ``k8s.peer_port + k`` (Peer service) and ``k8s.control_port + k``
+  (Control service); both are reached by the pod's DNS name under the headless Service
+  ``<release>-peers`` (``<pod>.<release>-peers``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class PodLayout:
     peer_pods: tuple[tuple[int, ...], ...]
     churner_pods: tuple[tuple[int, ...], ...]
     port: int
+    control_port: int
     domain: str
     """Appended to a pod name to reach it: ``.<release>-peers`` in a cluster, empty on a docker
     network (container name = pod name)."""
@@ -63,8 +65,10 @@ class PodLayout:
     def pod_of(self) -> dict[int, str]:
         return {node: pod for pod, nodes in self.pods().items() for node in nodes}
 
-    def addrs(self) -> dict[int, str]:
-        return {node: f"{pod}{self.domain}:{self.port + k}"
+    def addrs(self, control: bool = False) -> dict[int, str]:
+        """Each node's Peer service address, or its Control service address."""
+        first = self.control_port if control else self.port
+        return {node: f"{pod}{self.domain}:{first + k}"
                 for pod, nodes in self.pods().items() for k, node in enumerate(nodes)}
 
 
@@ -77,5 +81,6 @@ def pod_layout(exp: Experiment, plan: plans.Plan, release: str, domain: str | No
         peer_pods=tuple(tuple(stable[i:i + k]) for i in range(0, len(stable), k)),
         churner_pods=tuple((n,) for n in sorted(churning)),
         port=exp.k8s.peer_port,
+        control_port=exp.k8s.control_port,
         domain=f".{release}-peers" if domain is None else domain,
     )

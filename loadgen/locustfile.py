@@ -5,7 +5,9 @@ Run by the local runner (``locust -f loadgen/locustfile.py --headless ...``) wit
 publications per second each user sends (``constant_throughput``). Each ``Publish`` is a Locust
 request (name ``Publish``; failures are RPC errors, such as a peer that died). Every request gets
 its own trace context, sent in ``PublishRequest.trace_id/span_id``: the event's ``publish`` span
-links to it (OpenTelemetry span link), so an event can be traced back to the request.
+links to it (OpenTelemetry span link), so an event can be traced back to the request. With
+``OVERLAYLAB_PKI`` (a folder with the run's ``ca.pem``, ``loadgen.pem`` and ``loadgen.key``) the
+users call over mutual TLS as role ``loadgen``, which may call ``Publish`` and nothing else.
 
 gRPC is made gevent-friendly as Locust documents: ``grpc.experimental.gevent.init_gevent()``
 before any channel exists.
@@ -23,17 +25,19 @@ from locust import User, constant_throughput, events, task
 
 from loadgen.plan import LoadPlan
 from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc
+from node.transport.security import Credentials, channel
 
 grpc_gevent.init_gevent()
 
 PLAN = LoadPlan.load(os.environ["OVERLAYLAB_LOAD_PLAN"])
 RATE_PER_USER = float(os.environ.get("OVERLAYLAB_RATE_PER_USER", "1"))
+CREDENTIALS = Credentials.load(os.environ["OVERLAYLAB_PKI"], "loadgen") if os.environ.get("OVERLAYLAB_PKI") else None
 _channels: dict[str, control_pb2_grpc.ControlStub] = {}
 
 
 def stub(addr: str) -> control_pb2_grpc.ControlStub:
     if addr not in _channels:
-        _channels[addr] = control_pb2_grpc.ControlStub(grpc.insecure_channel(addr))
+        _channels[addr] = control_pb2_grpc.ControlStub(channel(addr, CREDENTIALS))
     return _channels[addr]
 
 

@@ -2,12 +2,22 @@
 
 The config file (JSON, written by the controller; the same contract on every backend) names the
 run, the protocol and its parameters, the seed, the node ids to host, the trace directory and
-the host to bind; optionally fixed ``ports`` per node (a restarted peer keeps its address), a
-``state_dir`` (the core is checkpointed there every tick and restored on restart), ``advertise``
-(the host name peers use when it differs from the bind host), ``otlp_endpoint`` (export spans
-to a Collector instead of ``trace_dir``) and ``refuse_before_join``. Each peer gets its own gRPC server on an ephemeral port. When all are up, the
-process prints one line ``READY {"<node id>": <port>, ...}`` on stdout. SIGTERM or SIGINT stops
-the peers after flushing their traces.
+the host to bind. Optional keys:
+
+- ``ports`` / ``control_ports``: fixed ports per node (a restarted peer keeps its addresses);
+- ``control_host``: where the Control listener binds (default 127.0.0.1: only this machine's
+  controller reaches it);
+- ``pki``: a folder with the run's ``ca.pem``, ``peer.pem`` and ``peer.key``: mutual TLS on both
+  listeners and every channel (``node/transport/security.py``);
+- ``state_dir`` (the core is checkpointed there every tick and restored on restart),
+  ``advertise`` (the host name peers use when it differs from the bind host), ``otlp_endpoint``
+  (export spans to a Collector instead of ``trace_dir``), ``refuse_before_join``;
+- ``exit_with_parent``: stop, flushing traces, when stdin reaches end of file (the controller
+  that holds its other end died).
+
+Each peer gets its own two gRPC servers (Peer and Control). When all are up, the process prints
+one line ``READY {"<node id>": [<peer port>, <control port>], ...}`` on stdout. SIGTERM or
+SIGINT stops the peers after flushing their traces.
 """
 
 from __future__ import annotations
@@ -16,6 +26,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -24,6 +35,7 @@ from pydantic import TypeAdapter
 
 from node.core import protocol_config_class
 from node.plugins import load_plugins
+from node.transport.security import Credentials
 from node.transport.shell import PeerShell
 
 
@@ -31,22 +43,34 @@ async def serve(cfg: dict) -> None:
     load_plugins()
     params = TypeAdapter(protocol_config_class(cfg["protocol"])).validate_python(cfg["params"])
     state_dir = Path(cfg["state_dir"]) if cfg.get("state_dir") else None
+    credentials = Credentials.load(cfg["pki"], "peer") if cfg.get("pki") else None
     shared: dict = {}
     shells = [
         PeerShell(n, cfg["protocol"], params, cfg["seed"], cfg["run_id"],
                   Path(cfg["trace_dir"]) if cfg.get("trace_dir") else None, cfg.get("host", "127.0.0.1"),
                   state_dir / f"node-{n}.pickle" if state_dir else None, advertise=cfg.get("advertise"),
                   otlp_endpoint=cfg.get("otlp_endpoint"), refuse_before_join=cfg.get("refuse_before_join", False),
-                  shared=shared)
+                  shared=shared, control_host=cfg.get("control_host", "127.0.0.1"), credentials=credentials)
         for n in cfg["nodes"]
     ]
-    fixed = cfg.get("ports", {})
-    ports = {str(s.node_id): await s.start(fixed.get(str(s.node_id), 0)) for s in shells}
+    fixed, fixed_control = cfg.get("ports", {}), cfg.get("control_ports", {})
+    ports = {}
+    for s in shells:
+        key = str(s.node_id)
+        ports[key] = [await s.start(fixed.get(key, 0), fixed_control.get(key, 0)), s.control_port]
     print("READY " + json.dumps(ports), flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if cfg.get("exit_with_parent"):
+        stdin = sys.stdin.fileno()
+
+        def on_stdin() -> None:
+            if not os.read(stdin, 4096):
+                loop.remove_reader(stdin)
+                stop.set()
+        loop.add_reader(stdin, on_stdin)
     await stop.wait()
     await asyncio.gather(*(s.stop() for s in shells))
 

@@ -22,6 +22,7 @@ from .. import metrics as m
 from .. import overlay, report, schemas
 from ..load import read_locust
 from ..protocols import analysis_for
+from ..runfiles import read_jsonl, run_end_ns
 from ..spark import get_spark
 from ..storage import StagedRun, staged
 
@@ -45,10 +46,6 @@ def load_spans(spark: SparkSession, traces: str, names: list[str]) -> DataFrame:
     return out.select(*schemas.SPANS.fieldNames())
 
 
-def _read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-
-
 def run(run_dir: str | Path, spark: SparkSession | None = None) -> dict:
     """Analyse the run at ``run_dir``: a local directory or a Hadoop URI (``s3a://...``)."""
     spark = spark or get_spark()
@@ -62,11 +59,15 @@ def _analyse(spark: SparkSession, staged_run: StagedRun) -> dict:
     settings = (yaml.safe_load((rd / "experiment.yaml").read_text()) or {}).get("analysis", {})
     window_s = settings.get("delivery_window_s")
     join_warmup_ns = round(settings.get("join_warmup_s", 0.0) * 1e9)
-    end_ns = meta["ended_ns"]
 
     # The small inputs go from the driver (a cluster's executors cannot read its staging dir).
-    sub_rows, timeline_rows = _read_jsonl(rd / "subscriptions.jsonl"), _read_jsonl(rd / "timeline.jsonl")
-    spans = load_spans(spark, f"{uri}/traces", staged_run.traces).cache()
+    sub_rows, timeline_rows = read_jsonl(rd / "subscriptions.jsonl"), read_jsonl(rd / "timeline.jsonl")
+    raw_spans = load_spans(spark, f"{uri}/traces", staged_run.traces).cache()
+    if "ended_ns" not in meta:
+        meta["ended_ns"] = run_end_ns(meta, timeline_rows, raw_spans.agg(F.max("time_ns")).first()[0] or 0)
+    end_ns = meta["ended_ns"]
+    refused = m.refused_events(raw_spans).cache()
+    spans = raw_spans.join(F.broadcast(refused.select("event_id").distinct()), "event_id", "left_anti")
     subs = spark.createDataFrame(sub_rows, schemas.SUBSCRIPTIONS)
     timeline = spark.createDataFrame(timeline_rows, schemas.TIMELINE)
     pubs = m.publications(spans, round(window_s * 1e9) if window_s else None, end_ns).cache()
@@ -82,8 +83,11 @@ def _analyse(spark: SparkSession, staged_run: StagedRun) -> dict:
     for snapshot in overlay.snapshots_by_time(rd / "snapshots.jsonl"):
         plugin.add_snapshot(snapshot)
         final = snapshot
-    stats = _read_jsonl(rd / "stats.jsonl")
-    summary = summarize(meta, spans, dels, events, final, stats, subscriptions)
+    stats = read_jsonl(rd / "stats.jsonl")
+    summary = summarize(meta, raw_spans, spans, dels, events, final, stats, subscriptions)
+    summary["refused_events"] = refused_summary(refused)
+    summary["spans"]["lost_at_least"] = m.missing_parents(raw_spans)
+    summary["partial"] = partial(meta, timeline_rows)
     if (rd / "fidelity.json").exists():
         summary["fidelity"] = json.loads((rd / "fidelity.json").read_text())
     summary["churn"] = churn_counts(timeline_rows)
@@ -128,12 +132,14 @@ def load_summary(rd: Path, meta: dict, pubs: dict, series: list[dict]) -> dict:
 
 
 def churn_counts(timeline: list[dict]) -> dict:
-    """Joins, leaves and crashes during the run (the initial joins and end-of-run leaves aside)."""
-    kinds = {"join": 0, "leave": 0, "crash": 0, "fault_on": 0}
+    """Joins, leaves and planned crashes during the run (the initial joins and end-of-run leaves
+    aside), the crashes nobody planned, and the faults."""
+    kinds = {"join": 0, "leave": 0, "crash": 0, "unplanned": 0, "fault_on": 0}
     for e in timeline:
         if e["kind"] in kinds and not e.get("initial") and not e.get("end_of_run"):
-            kinds[e["kind"]] += 1
-    return {"joins": kinds["join"], "leaves": kinds["leave"], "crashes": kinds["crash"], "faults": kinds["fault_on"]}
+            kinds["unplanned" if e.get("unplanned") else e["kind"]] += 1
+    return {"joins": kinds["join"], "leaves": kinds["leave"], "crashes": kinds["crash"],
+            "unplanned_crashes": kinds["unplanned"], "faults": kinds["fault_on"]}
 
 
 def _rows(df: DataFrame) -> list[dict]:
@@ -152,7 +158,37 @@ def gossip_duration_s(meta: dict) -> float:
     return (meta.get("counters_ns", meta["ended_ns"]) - meta["started_ns"] - meta.get("frozen_ns", 0)) / 1e9
 
 
-def summarize(meta: dict, spans: DataFrame, dels: DataFrame, events: DataFrame,
+def partial(meta: dict, timeline: list[dict]) -> dict | None:
+    """None for a run that completed with every peer up to the end; else how it fell short: the
+    run's status, when it ended against its plan (seconds after the start), and each unplanned
+    crash (node, time, why). Metrics cover what was recorded; crashed nodes stop being expected
+    receivers when they crash, like any crash."""
+    status = meta.get("status", "complete")
+    crashes = [{"node": e["node"], "at_s": (e["t_ns"] - meta["started_ns"]) / 1e9, "why": e.get("why")}
+               for e in timeline if e["kind"] == "crash" and e.get("unplanned")]
+    if status == "complete" and not crashes:
+        return None
+    planned = meta.get("planned_end_ns")
+    return {
+        "status": status, "error": meta.get("error"),
+        "ended_at_s": (meta["ended_ns"] - meta["started_ns"]) / 1e9,
+        "planned_end_s": (planned - meta["started_ns"]) / 1e9 if planned else None,
+        "unplanned_crashes": crashes,
+        "nodes_affected": "all" if status != "complete" else sorted({c["node"] for c in crashes}),
+    }
+
+
+def refused_summary(refused: DataFrame, examples: int = 10) -> dict:
+    """How many events were refused, by reason, with a few of their ids."""
+    rows = refused.collect()
+    out: dict = {"count": len({r["event_id"] for r in rows}), "published_twice": 0, "received_before_publish": 0}
+    for r in rows:
+        out[r["reason"]] += 1
+    out["examples"] = sorted({r["event_id"] for r in rows})[:examples]
+    return out
+
+
+def summarize(meta: dict, raw_spans: DataFrame, spans: DataFrame, dels: DataFrame, events: DataFrame,
               snapshots: list[dict], stats: list[dict], subscriptions: dict) -> dict:
     tot = dels.agg(F.count("*").alias("x"), F.sum(F.col("delivered").cast("long")).alias("d")).first()
     ev = events.agg(
@@ -164,7 +200,7 @@ def summarize(meta: dict, spans: DataFrame, dels: DataFrame, events: DataFrame,
     lat = m.quantiles(dels, "latency_ms", QUANTILES).first()
     hops = m.quantiles(dels, "hops", QUANTILES).first()
     cp = m.copies(spans).first()
-    counts = spans.groupBy("name").count().collect()
+    counts = raw_spans.groupBy("name").count().collect()
     by_name = {r["name"]: r["count"] for r in counts}
     totals = overlay.counter_totals(stats, ["spans_dropped", "malformed", "send_failed", "dropped_by_link",
                                             "lost_to_dead_peer"])

@@ -28,6 +28,7 @@ import urllib.parse
 import grpc
 
 from node._gen.overlaylab.v1 import control_pb2
+from node.transport.security import Credentials
 
 from .. import plans
 from ..config import Experiment, ExperimentError
@@ -41,8 +42,9 @@ POLL_S = 1.0
 
 class ClusterDriver(Driver):
     def __init__(self, exp: Experiment, rd: RunDir, release: str, domain: str | None = None, *,
-                 namespace: str | None, locust_url: str | None = None) -> None:
+                 namespace: str | None, locust_url: str | None = None, credentials: Credentials | None = None) -> None:
         super().__init__(exp, rd)
+        self.credentials = credentials
         self.layout = pod_layout(exp, self.plan, release, domain)
         self.pod_of = self.layout.pod_of()
         self.namespace = namespace
@@ -58,8 +60,9 @@ class ClusterDriver(Driver):
         self.uids: dict[str, str] = {}
 
     async def start_peers(self) -> None:
+        control = self.layout.addrs(control=True)
         for node, addr in sorted(self.layout.addrs().items()):
-            self._connect(node, addr)
+            self._connect(node, addr, control[node])
         console.print(f"cluster: waiting for {self.n} peers in {len(self.layout.pods())} pods")
         await asyncio.gather(*(self._answering(n) for n in range(self.n)))
         if self.core is not None:
@@ -162,7 +165,7 @@ class ClusterDriver(Driver):
                 raise TimeoutError(f"pod {pod} did not come back")
             await asyncio.sleep(POLL_S)
         await self.channels[node].close()
-        self._connect(node, self.addrs[node])
+        self._connect(node, self.addrs[node], self.control_addrs[node])
         await self._answering(node)
 
     async def load_phase(self) -> None:

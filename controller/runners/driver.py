@@ -27,6 +27,7 @@ import grpc
 
 from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc, peer_pb2
 from node.transport import codec
+from node.transport.security import Credentials, aio_channel
 
 from .. import plans
 from ..config import Experiment
@@ -34,6 +35,8 @@ from ..progress import console, phase
 from ..rundir import RunDir, Timeline, run_meta, snapshot_rows
 
 RPC_TIMEOUT_S = 30.0
+WATCH_S = 0.5
+"""How often the hosts are checked for peers that died unplanned."""
 EMPTY = control_pb2.Empty()
 
 
@@ -44,6 +47,11 @@ class Driver(ABC):
         self.plan = plans.render(exp)
         self.n = exp.nodes.count
         self.addrs: dict[int, str] = {}
+        """Each node's Peer service address (what other peers dial)."""
+        self.control_addrs: dict[int, str] = {}
+        """Each node's Control service address (the controller's and Locust's only)."""
+        self.credentials: Credentials | None = None
+        """The controller's certificate when the run uses mutual TLS (set by the host)."""
         self.ctl: dict[int, control_pb2_grpc.ControlStub] = {}
         self.channels: dict[int, grpc.aio.Channel] = {}
         self.alive: set[int] = set()
@@ -72,9 +80,9 @@ class Driver(ABC):
     async def load_phase(self) -> None:
         raise NotImplementedError(f"{type(self).__name__} has no load phase (publications.driver: locust)")
 
-    def _connect(self, node: int, addr: str) -> None:
-        self.addrs[node] = addr
-        self.channels[node] = grpc.aio.insecure_channel(addr)
+    def _connect(self, node: int, addr: str, control_addr: str) -> None:
+        self.addrs[node], self.control_addrs[node] = addr, control_addr
+        self.channels[node] = aio_channel(control_addr, self.credentials)
         self.ctl[node] = control_pb2_grpc.ControlStub(self.channels[node])
 
     # --- peers --------------------------------------------------------------------------------
@@ -172,13 +180,25 @@ class Driver(ABC):
         return self._publish(step.index, step.publication)
 
     async def run(self) -> None:
+        """Carry out the plan. ``run.json`` is written once the peers are up (status
+        ``running``) and again however the run ends: ``complete``, ``interrupted`` (Ctrl-C) or
+        ``failed``; a run whose controller was killed keeps ``running``. Each is analysable."""
         exp, rd, plan = self.exp, self.rd, self.plan
         rd.write_jsonl("subscriptions.jsonl", ({"node": i, "topics": sorted(t)} for i, t in enumerate(plan.subscriptions)))
+        meta: dict = {}
+        watcher = None
         try:
             await self.start_peers()
             loop = asyncio.get_running_loop()
             started_ns = time.time_ns()
             t0 = self.t0 = loop.time()
+            meta = dict(status="running", started_ns=started_ns,
+                        measure_start_ns=started_ns + round(exp.phases.warmup_s * 1e9),
+                        planned_end_ns=started_ns + round(plan.end_s * 1e9),
+                        events_planned=len(plan.publications) + plan.skipped_publications,
+                        skipped_publications=plan.skipped_publications)
+            rd.write_json("run.json", run_meta(exp, rd, **meta))
+            watcher = asyncio.ensure_future(self._watch_hosts())
             await asyncio.gather(*(self._join(i, plans.initial_contacts(plan, i), initial=True)
                                    for i in range(self.n) if i not in plan.churn.offline_at_start))
             tasks = []
@@ -200,31 +220,73 @@ class Driver(ABC):
                     advance(plan.end_s - left)
                     await asyncio.sleep(min(0.5, left))
                 advance(plan.end_s)
-            ended_ns = time.time_ns()
-            measure_start_ns = started_ns + round(exp.phases.warmup_s * 1e9)
-            alive = sorted(self.alive)
-            snaps = await asyncio.gather(*(self.ctl[i].GetSnapshot(EMPTY, timeout=RPC_TIMEOUT_S) for i in alive))
+            meta["ended_ns"] = time.time_ns()
+            snaps = await self._each_alive("GetSnapshot")
             fidelity = await self._fidelity()
-            await asyncio.gather(*(self.ctl[i].Leave(EMPTY, timeout=RPC_TIMEOUT_S) for i in alive))
-            stats = await asyncio.gather(*(self.ctl[i].GetStats(EMPTY, timeout=RPC_TIMEOUT_S) for i in alive))
-            counters_ns = time.time_ns()
-            for i in alive:
+            await self._each_alive("Leave")
+            stats = await self._each_alive("GetStats")
+            meta["counters_ns"] = time.time_ns()
+            for i in sorted(self.alive):
                 self.timeline.record(time.time_ns(), "leave", i, end_of_run=True)
+            rd.write_jsonl("snapshots.jsonl", (row for s in snaps.values() for row in snapshot_rows(codec.snapshot_from_pb(s), meta["ended_ns"])))
+            rd.write_jsonl("stats.jsonl", ({"node": s.node_id, "counters": dict(s.counters)} for s in stats.values()))
+            if fidelity:
+                rd.write_json("fidelity.json", fidelity)
+            meta["status"] = "complete"
+        except BaseException as e:
+            if meta:
+                meta.setdefault("ended_ns", time.time_ns())
+                if isinstance(e, (KeyboardInterrupt, asyncio.CancelledError)):
+                    meta["status"] = "interrupted"
+                else:
+                    meta.update(status="failed", error=f"{type(e).__name__}: {e}")
+            raise
         finally:
+            if watcher is not None:
+                watcher.cancel()
             self.timeline.close()
             for c in self.channels.values():
                 await c.close()
-        if self.failures:
-            console.print(f"[yellow]failed actions: {self.failures}[/]")
-        rd.write_jsonl("snapshots.jsonl", (row for s in snaps for row in snapshot_rows(codec.snapshot_from_pb(s), ended_ns)))
-        rd.write_jsonl("stats.jsonl", ({"node": s.node_id, "counters": dict(s.counters)} for s in stats))
-        if fidelity:
-            rd.write_json("fidelity.json", fidelity)
-        rd.write_json("run.json", run_meta(
-            exp, rd, started_ns=started_ns, measure_start_ns=measure_start_ns, ended_ns=ended_ns,
-            counters_ns=counters_ns, events_planned=len(plan.publications) + plan.skipped_publications,
-            skipped_publications=plan.skipped_publications, failed_actions=self.failures,
-        ))
+            if self.failures:
+                console.print(f"[yellow]failed actions: {self.failures}[/]")
+            if meta:
+                rd.write_json("run.json", run_meta(exp, rd, **meta, failed_actions=self.failures))
+
+    async def _each_alive(self, method: str) -> dict:
+        """``method`` on every live node, concurrently; a node that does not answer is recorded
+        as an unplanned crash and left out."""
+        alive = sorted(self.alive)
+        replies = await asyncio.gather(*(getattr(self.ctl[i], method)(EMPTY, timeout=RPC_TIMEOUT_S) for i in alive),
+                                       return_exceptions=True)
+        out = {}
+        for i, r in zip(alive, replies):
+            if isinstance(r, grpc.aio.AioRpcError):
+                self._fail(method)
+                self._crashed(i, f"{method}: {r.code().name}")
+            elif isinstance(r, BaseException):
+                raise r
+            else:
+                out[i] = r
+        return out
+
+    def _crashed(self, node: int, why: str) -> None:
+        """Record a crash nobody planned (a peer killed from outside, or one that died): the node
+        is out of the run from now on, unless the plan rejoins it."""
+        if node in self.alive:
+            self.alive.discard(node)
+            self.timeline.record(time.time_ns(), "crash", node, unplanned=True, why=why)
+            console.print(f"[yellow]node {node} crashed ({why}); the run carries on[/]")
+
+    async def hosts_gone(self) -> dict[int, str]:
+        """Nodes whose host is gone though the plan did not take it down: node -> why. The
+        default knows of none (a host may override it)."""
+        return {}
+
+    async def _watch_hosts(self) -> None:
+        while True:
+            await asyncio.sleep(WATCH_S)
+            for node, why in (await self.hosts_gone()).items():
+                self._crashed(node, why)
 
     async def _fidelity(self) -> dict | None:
         """Probe sampled links and compare delay, jitter and loss with the plan."""
@@ -244,8 +306,12 @@ class Driver(ABC):
             reports = await asyncio.gather(*(
                 self.ctl[s].ProbeLink(control_pb2.ProbeRequest(node_id=d, addr=self.addrs[d], count=count, interval_ms=interval),
                                       timeout=RPC_TIMEOUT_S + count * interval / 1000)
-                for s, d in links))
+                for s, d in links), return_exceptions=True)
             advance(1)
+        answered = [(link, r) for link, r in zip(links, reports) if not isinstance(r, grpc.aio.AioRpcError)]
+        if len(answered) < len(links):
+            self._fail("probe_link")
+        links, reports = [a for a, _ in answered], [r for _, r in answered]
         return fidelity_summary(net, links, reports)
 
 

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from loadgen.plan import write_load_plan
+from node.transport.security import Credentials, make_pki
 
 from ..config import Experiment
 from ..hosting import peer_config
@@ -61,8 +62,13 @@ class _LocalRun(Driver):
         super().__init__(exp, rd)
         self.runner = runner
         self.solo: dict[int, subprocess.Popen] = {}
+        self.host_of: dict[int, subprocess.Popen] = {}
+        """The process that hosts each node now."""
         (rd.path / "peers").mkdir(exist_ok=True)
         (rd.path / "logs").mkdir(exist_ok=True)
+        if exp.tls():
+            self.pki = make_pki(rd.path / "pki")
+            self.credentials = Credentials.load(self.pki, "controller")
         self.state_dir = rd.path / "state"
         if exp.churn.rejoin == "keep_state" and self.plan.churn.churning:
             self.state_dir.mkdir(exist_ok=True)
@@ -74,26 +80,27 @@ class _LocalRun(Driver):
         rd = self.rd
         cfg = peer_config(self.exp, rd.run_id, nodes, trace_dir=str(rd.traces.resolve()), host="127.0.0.1",
                           ports={str(k): v for k, v in (ports or {}).items()},
-                          state_dir=str(self.state_dir.resolve()) if state else None)
+                          state_dir=str(self.state_dir.resolve()) if state else None, exit_with_parent=True)
         path = rd.path / "peers" / f"{name}.json"
         path.write_text(json.dumps(cfg))
         log_path = rd.path / "logs" / f"{name}.log"
         with open(log_path, "a") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "node", "--config", str(path)],
-                stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
         self.runner.procs.append(proc)
         return proc, log_path
 
-    async def _ready(self, proc: subprocess.Popen, log_path: Path) -> dict[int, str]:
+    async def _ready(self, proc: subprocess.Popen, log_path: Path) -> dict[int, tuple[str, str]]:
+        """Each node's (peer, control) address, from the process's READY line."""
         loop = asyncio.get_running_loop()
         line = await asyncio.wait_for(loop.run_in_executor(None, proc.stdout.readline), READY_TIMEOUT_S)
         if not line.startswith("READY "):
             tail = log_path.read_text()[-2000:]
             raise PeerProcessError(f"peer process {proc.pid} exited before it was ready; log {log_path}:\n{tail}")
-        return {int(node): f"127.0.0.1:{port}" for node, port in json.loads(line[6:]).items()}
+        return {int(node): (f"127.0.0.1:{p}", f"127.0.0.1:{c}") for node, (p, c) in json.loads(line[6:]).items()}
 
     async def start_peers(self) -> None:
         churning = self.plan.churn.churning
@@ -106,9 +113,10 @@ class _LocalRun(Driver):
             self.solo[node] = proc
             started.append((proc, log))
         console.print(f"local: starting {self.n} peers in {len(started)} processes")
-        for addrs in await asyncio.gather(*(self._ready(p, lp) for p, lp in started)):
-            for node, addr in addrs.items():
-                self._connect(node, addr)
+        for (proc, _), addrs in zip(started, await asyncio.gather(*(self._ready(p, lp) for p, lp in started))):
+            for node, (addr, control_addr) in addrs.items():
+                self.host_of[node] = proc
+                self._connect(node, addr, control_addr)
 
     async def take_down(self, node: int, graceful: bool) -> None:
         proc = self.solo[node]
@@ -122,10 +130,14 @@ class _LocalRun(Driver):
         if self.exp.churn.rejoin == "fresh":
             (self.state_dir / f"node-{node}.pickle").unlink(missing_ok=True)
         await self.channels[node].close()
-        port = int(self.addrs[node].rsplit(":", 1)[1])
-        proc, log = self._spawn(f"node-{node}", [node], {node: port}, state=self.exp.churn.rejoin == "keep_state")
-        self.solo[node] = proc
-        self._connect(node, (await self._ready(proc, log))[node])
+        ports = tuple(int(a.rsplit(":", 1)[1]) for a in (self.addrs[node], self.control_addrs[node]))
+        proc, log = self._spawn(f"node-{node}", [node], {node: ports}, state=self.exp.churn.rejoin == "keep_state")
+        self.solo[node] = self.host_of[node] = proc
+        self._connect(node, *(await self._ready(proc, log))[node])
+
+    async def hosts_gone(self) -> dict[int, str]:
+        return {node: f"peer process {p.pid} exited with {p.returncode}"
+                for node, p in self.host_of.items() if node in self.alive and p.poll() is not None}
 
     async def load_phase(self) -> None:
         """The load phase: Locust publishes at the planned rate for count / rate seconds (or, with
@@ -133,7 +145,7 @@ class _LocalRun(Driver):
         p, rd = self.exp.publications, self.rd
         out = rd.path / "locust"
         out.mkdir(exist_ok=True)
-        write_load_plan(out / "plan.json", addrs=self.addrs, subscriptions=self.plan.subscriptions,
+        write_load_plan(out / "plan.json", addrs=self.control_addrs, subscriptions=self.plan.subscriptions,
                         topic_choice=p.topic_choice, payload_bytes=p.payload_bytes, seed=self.exp.seed)
         users = p.locust_users
         duration = p.count / p.rate_per_s
@@ -145,7 +157,8 @@ class _LocalRun(Driver):
         else:
             cmd += ["--headless", "--only-summary", "-t", f"{max(1, round(duration))}s"]
         env = {**os.environ, "OVERLAYLAB_LOAD_PLAN": str(out / "plan.json"),
-               "OVERLAYLAB_RATE_PER_USER": str(p.rate_per_s / users), "PYTHONPATH": str(ROOT)}
+               "OVERLAYLAB_RATE_PER_USER": str(p.rate_per_s / users), "PYTHONPATH": str(ROOT),
+               **({"OVERLAYLAB_PKI": str(self.pki.resolve())} if self.exp.tls() else {})}
         with open(out / "locust.log", "w") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         self.runner.procs.append(proc)
@@ -180,5 +193,6 @@ def stop_processes(procs: list[subprocess.Popen], grace_s: float = 10.0) -> None
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
-        if p.stdout:
-            p.stdout.close()
+        for pipe in (p.stdin, p.stdout):
+            if pipe:
+                pipe.close()

@@ -36,12 +36,16 @@ from node.interpret import DROPPED_BY_LINK, MALFORMED, SEND_FAILED, SpanRecord, 
 from node.links import LinkModel, LinkRule
 
 from . import codec
+from .security import PEER_SERVICE, Credentials, aio_channel, control_roles, role_of
 from .telemetry import PeerTelemetry, context_bytes, remote_parent
 
 log = logging.getLogger("overlaylab.peer")
 
 SERVICE = "overlaylab.v1.Peer"
 CONTROL_SERVICE = "overlaylab.v1.Control"
+UNAUTHORIZED = "unauthorized"
+LOG_PER_S = 5
+"""Refusals logged per second at most."""
 CHANNEL_OPTIONS = [
     # A peer that crashed and restarted on its port should be reachable again within a cycle,
     # not after gRPC's default reconnect backoff (up to two minutes).
@@ -55,13 +59,19 @@ class PeerShell(control_pb2_grpc.ControlServicer):
     def __init__(self, node_id: int, protocol: str, params, seed: int, run_id: str,
                  trace_dir: Path | None, host: str = "127.0.0.1", state_path: Path | None = None, *,
                  advertise: str | None = None, otlp_endpoint: str | None = None,
-                 refuse_before_join: bool = False, shared: dict | None = None) -> None:
+                 refuse_before_join: bool = False, shared: dict | None = None,
+                 control_host: str = "127.0.0.1", credentials: Credentials | None = None) -> None:
         self.node_id = node_id
         self.protocol_name = protocol
         self.params = params
         self.seed = seed
         self.host = host
         self.advertise = advertise or host
+        self.control_host = control_host
+        """Where the Control service listens: its own listener, loopback unless a controller in
+        another pod must reach it."""
+        self.credentials = credentials
+        """The run's peer certificate: mutual TLS on both listeners and every channel (None: plaintext)."""
         """The host name other peers reach this one by (a pod's DNS name where ``host`` is 0.0.0.0)."""
         self.refuse_before_join = refuse_before_join
         """Answer peer traffic with UNAVAILABLE until ``Join``: a pod that Kubernetes restarts at
@@ -75,6 +85,9 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         """Handed to the core (``create_protocol``); the peers of one process share it."""
         self.reply_timeout_s = protocol_spec(protocol).reply_timeout_s(params)
         self.server: grpc.aio.Server | None = None
+        self.control_server: grpc.aio.Server | None = None
+        self.control_port = 0
+        self._log_budget = RateLimit(LOG_PER_S)
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._calls: dict[tuple[str, str], grpc.aio.UnaryUnaryMultiCallable] = {}
         self._reply_to: int | None = None  # while _execute runs: the node whose call is being served
@@ -88,20 +101,18 @@ class PeerShell(control_pb2_grpc.ControlServicer):
 
     # --- lifecycle --------------------------------------------------------------------------
 
-    async def start(self, port: int = 0) -> int:
-        limit = codec.MAX_MESSAGE_BYTES + 1024
-        self.server = grpc.aio.server(options=[
-            ("grpc.max_receive_message_length", 4 * limit), ("grpc.so_reuseport", 0),
-        ])
+    async def start(self, port: int = 0, control_port: int = 0) -> int:
+        """Start both listeners (port 0: any free one); returns the Peer service's port, the
+        Control service's is ``control_port``."""
         raw = dict(request_deserializer=None, response_serializer=None)
         handlers = {w.rpc: grpc.unary_unary_rpc_method_handler(self._handler(w), **raw) for w in codec.WIRE_TYPES}
         handlers["Ping"] = grpc.unary_unary_rpc_method_handler(self._rpc_ping, **raw)
-        self.server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(SERVICE, handlers)])
         control = {m: grpc.unary_unary_rpc_method_handler(self._control_handler(m, getattr(self, m)), **raw)
                    for m in codec.CONTROL_REQUESTS}
-        self.server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(CONTROL_SERVICE, control)])
-        port = self.server.add_insecure_port(f"{self.host}:{port}")
+        self.server, port = self._listen(SERVICE, handlers, self.host, port)
+        self.control_server, self.control_port = self._listen(CONTROL_SERVICE, control, self.control_host, control_port)
         await self.server.start()
+        await self.control_server.start()
         self.addr = f"{self.advertise}:{port}"
         me = Descriptor(self.node_id, self.addr)
         if self.state_path is not None and self.state_path.exists():
@@ -114,6 +125,15 @@ class PeerShell(control_pb2_grpc.ControlServicer):
                                         self.shared, secrets.token_hex(4))
         return port
 
+    def _listen(self, service: str, handlers: dict, host: str, port: int) -> tuple[grpc.aio.Server, int]:
+        server = grpc.aio.server(options=[
+            ("grpc.max_receive_message_length", 4 * (codec.MAX_MESSAGE_BYTES + 1024)), ("grpc.so_reuseport", 0),
+        ])
+        server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(service, handlers)])
+        if self.credentials is None:
+            return server, server.add_insecure_port(f"{host}:{port}")
+        return server, server.add_secure_port(f"{host}:{port}", self.credentials.server())
+
     def checkpoint(self) -> None:
         if self.state_path is not None:
             tmp = self.state_path.with_suffix(".tmp")
@@ -125,8 +145,9 @@ class PeerShell(control_pb2_grpc.ControlServicer):
             h.cancel()
         for t in list(self._tasks):
             t.cancel()
-        if self.server is not None:
-            await self.server.stop(grace=0.5)
+        for server in (self.server, self.control_server):
+            if server is not None:
+                await server.stop(grace=0.5)
         for channel in self._channels.values():
             await channel.close()
         self.telemetry.shutdown()
@@ -176,7 +197,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
     def _channel(self, addr: str) -> grpc.aio.Channel:
         channel = self._channels.get(addr)
         if channel is None:
-            channel = self._channels[addr] = grpc.aio.insecure_channel(addr, options=CHANNEL_OPTIONS)
+            channel = self._channels[addr] = aio_channel(addr, self.credentials, CHANNEL_OPTIONS)
         return channel
 
     def _call(self, addr: str, rpc: str) -> grpc.aio.UnaryUnaryMultiCallable:
@@ -224,7 +245,24 @@ class PeerShell(control_pb2_grpc.ControlServicer):
 
     def _reject(self, src, err: Exception) -> None:
         self.stats[MALFORMED] += 1
-        log.warning("node %d: rejected a message from %s: %s", self.node_id, src, err)
+        self._warn("node %d: rejected a message from %s: %s", self.node_id, src, err)
+
+    def _warn(self, msg: str, *args) -> None:
+        """Log a refusal, at most ``LOG_PER_S`` a second (a flood of bad input must not become
+        a flood of log lines); the lines left out are counted in the next one."""
+        skipped = self._log_budget.take()
+        if skipped is not None:
+            log.warning(msg + (f" ({skipped} similar lines left out)" if skipped else ""), *args)
+
+    async def _authorize(self, context: grpc.aio.ServicerContext, roles: set[str], what: str) -> None:
+        """Over mutual TLS: refuse (PERMISSION_DENIED, counted) a client whose role may not call ``what``."""
+        if self.credentials is None:
+            return
+        role = role_of(context)
+        if role not in roles:
+            self.stats[UNAUTHORIZED] += 1
+            self._warn("node %d: refused %s from %s (role %s)", self.node_id, what, context.peer(), role)
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"role {role!r} may not call {what}")
 
     # --- peer service (raw bytes in, raw bytes out) -----------------------------------------
 
@@ -236,6 +274,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
     def _handler(self, wire: codec.WireType):
         """The server side of one registered message type."""
         async def handle(data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+            await self._authorize(context, PEER_SERVICE, wire.rpc)
             await self._refuse_if_down(context)
             try:
                 incoming = codec.decode(wire, data)
@@ -268,6 +307,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
 
     async def _rpc_ping(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
         received = time.time_ns()
+        await self._authorize(context, PEER_SERVICE, "Ping")
         try:
             codec.parse(peer_pb2.Probe, data)
         except RemoteProtocolError as e:
@@ -280,7 +320,10 @@ class PeerShell(control_pb2_grpc.ControlServicer):
     def _control_handler(self, method: str, call):
         """Decode and check a Control request (refused and counted like a bad peer message),
         then call the method; raw bytes both ways."""
+        roles = control_roles(method)
+
         async def handle(data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+            await self._authorize(context, roles, method)
             try:
                 request = codec.control_request(method, data)
             except RemoteProtocolError as e:
@@ -366,6 +409,25 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         dropped = await asyncio.get_running_loop().run_in_executor(None, self.telemetry.flush)
         self.stats["spans_dropped"] = dropped
         return peer_pb2.Ack()
+
+
+class RateLimit:
+    """A token bucket of ``per_s`` tokens a second (burst ``per_s``)."""
+
+    def __init__(self, per_s: float) -> None:
+        self.per_s, self.tokens, self.at, self.skipped = per_s, float(per_s), time.monotonic(), 0
+
+    def take(self) -> int | None:
+        """None if no token is left (one more skipped), else how many were skipped before."""
+        now = time.monotonic()
+        self.tokens = min(self.per_s, self.tokens + (now - self.at) * self.per_s)
+        self.at = now
+        if self.tokens < 1:
+            self.skipped += 1
+            return None
+        self.tokens -= 1
+        skipped, self.skipped = self.skipped, 0
+        return skipped
 
 
 def span_attributes(r: SpanRecord) -> dict:

@@ -255,3 +255,17 @@ def test_compare_runs(tmp_path):
     row = next(r for r in result["metrics"] if r["metric"] == "hit_ratio")
     assert row["values"] == [1.0, 0.5] and row["diff"] == [-0.5]
     assert result["hop_tvd"] == [pytest.approx(0.5)]
+
+
+def test_events_published_twice_or_received_before_publish_are_refused(spark):
+    """Two events that share an id (the old ``node-seq`` ids after a fresh rejoin) and a copy
+    that predates its publish are refused, by reason, and never scored."""
+    rows = SPANS + [
+        span("publish", 2, "e9", "a", 100), span("publish", 2, "e9", "a", 900),  # published twice
+        span("receive", 0, "e9", "a", 950, 1, True, True, 2),
+        span("publish", 0, "e8", "a", 500), span("receive", 1, "e8", "a", 450, 1, True, True, 0),  # 50 ms early
+    ]
+    refused = m.refused_events(spark.createDataFrame(rows, schemas.SPANS))
+    want = spark.createDataFrame([("e9", "published_twice"), ("e8", "received_before_publish")],
+                                 "event_id string, reason string")
+    assert_df_equality(refused, want, ignore_row_order=True, ignore_nullable=True)

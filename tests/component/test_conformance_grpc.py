@@ -57,8 +57,9 @@ async def _malformed(name: str, tmp_path) -> None:
     shell = PeerShell(0, name, params, 1, "t", tmp_path)
     port = await shell.start()
     try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
-            ctl = control_pb2_grpc.ControlStub(ch)
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch, \
+                grpc.aio.insecure_channel(f"127.0.0.1:{shell.control_port}") as control:
+            ctl = control_pb2_grpc.ControlStub(control)
             await ctl.Join(control_pb2.JoinRequest(topics=["a"]), timeout=5)
             sent = 0
             for wire in codec.WIRE_TYPES:

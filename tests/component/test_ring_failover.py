@@ -17,10 +17,11 @@ NEVER_MS = 1e9  # no gossip tick during the test: the ring is set by hand
 async def _scenario(tmp_path):
     cfg = PolderCastConfig(cyclon=CyclonConfig(cycle_ms=NEVER_MS), cycle_ms=NEVER_MS, ring_failover=True)
     shells = [PeerShell(i, "poldercast", cfg, 1, "t", tmp_path) for i in range(3)]
-    ports = [await s.start() for s in shells]
+    for s in shells:
+        await s.start()
     try:
-        for port in ports:
-            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
+        for shell in shells:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{shell.control_port}") as ch:
                 await control_pb2_grpc.ControlStub(ch).Join(control_pb2.JoinRequest(topics=["a"]), timeout=5)
         rings = shells[0].core.layers["rings"]
         crashed, standby = (Descriptor(i, shells[i].addr, frozenset({"a"})) for i in (1, 2))
@@ -28,7 +29,7 @@ async def _scenario(tmp_path):
         rings.succ["a"], rings.pred["a"] = [1, 2], []
         await shells[1].stop()
 
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{ports[0]}") as ch:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{shells[0].control_port}") as ch:
             await control_pb2_grpc.ControlStub(ch).Publish(control_pb2.PublishRequest(topic="a", payload=b"p"), timeout=5)
         for _ in range(100):
             if shells[2].stats["events_received"]:
