@@ -460,9 +460,9 @@ class Kubernetes(Strict):
 
 
 class Security(Strict):
-    tls: Literal["auto", "on", "off"] = "auto"
+    tls: bool | Literal["auto"] = "auto"
     """Mutual TLS between peers, the controller and Locust, from a CA made for the run
-    (docs/security.md). auto: on for k8s, off for local (sim has no transport)."""
+    (docs/security.md): true, false, or auto (on for k8s, off for local; sim has no transport)."""
 
 
 class Outputs(Strict):
@@ -511,7 +511,7 @@ class Experiment(Strict):
 
     def tls(self) -> bool:
         """Whether this run's transport uses mutual TLS (``security.tls``)."""
-        return self.security.tls == "on" or (self.security.tls == "auto" and self.backend == "k8s")
+        return self.security.tls is True or (self.security.tls == "auto" and self.backend == "k8s")
 
     def cycle_s(self) -> float:
         """The protocol's gossip period in seconds (for per-cycle overhead)."""

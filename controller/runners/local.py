@@ -55,6 +55,8 @@ class LocalRunner(Runner):
             asyncio.run(_LocalRun(self, exp, rd).run())
         finally:
             stop_processes(self.procs)
+            for key in (rd.path / "pki").glob("*.key"):  # the run's private keys end with it
+                key.unlink()
 
 
 class _LocalRun(Driver):
@@ -75,11 +77,14 @@ class _LocalRun(Driver):
 
     # --- processes --------------------------------------------------------------------------
 
-    def _spawn(self, name: str, nodes: list[int], ports: dict[int, int] | None = None,
+    def _spawn(self, name: str, nodes: list[int], ports: dict[int, tuple[int, int]] | None = None,
                state: bool = False) -> tuple[subprocess.Popen, Path]:
-        rd = self.rd
+        """Start a peer process for ``nodes``; ``ports``: node -> (peer, control) ports to keep."""
+        rd, ports = self.rd, ports or {}
         cfg = peer_config(self.exp, rd.run_id, nodes, trace_dir=str(rd.traces.resolve()), host="127.0.0.1",
-                          ports={str(k): v for k, v in (ports or {}).items()},
+                          ports={str(k): p for k, (p, _) in ports.items()},
+                          control_ports={str(k): c for k, (_, c) in ports.items()},
+                          pki=str(self.pki.resolve()) if self.exp.tls() else None,
                           state_dir=str(self.state_dir.resolve()) if state else None, exit_with_parent=True)
         path = rd.path / "peers" / f"{name}.json"
         path.write_text(json.dumps(cfg))

@@ -104,11 +104,12 @@ class Rings(ExchangeLayer):
     def period(self) -> float:
         return self.period_s
 
-    def subscribed(self, topic: Topic) -> None:
-        self.succ.setdefault(topic, [])
-        self.pred.setdefault(topic, [])
-        self._holes.add(topic)
-        self._refresh_priorities([topic])  # only its own changes: a join with many topics stays linear
+    def subscribed(self, topics: list[Topic]) -> None:
+        for topic in topics:
+            self.succ.setdefault(topic, [])
+            self.pred.setdefault(topic, [])
+        self._holes.update(topics)
+        self._refresh_priorities(topics)  # only theirs change, and the profile is rebuilt once
 
     def unsubscribed(self, topic: Topic) -> None:
         self.succ.pop(topic, None)

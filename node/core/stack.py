@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import random
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .types import (
@@ -83,8 +83,9 @@ class Layer(_Part):
         """The transport could not hand a message of this layer to ``dst``. Default: nothing."""
         return []
 
-    def subscribed(self, topic: Topic) -> None:
-        """The node subscribed to ``topic`` (its profile already says so)."""
+    def subscribed(self, topics: list[Topic]) -> None:
+        """The node subscribed to ``topics`` (its profile already says so); one call for all the
+        topics of a join, so that a layer can keep a join linear in its topics."""
 
     def unsubscribed(self, topic: Topic) -> None:
         """The node unsubscribed from ``topic`` (its profile already says so)."""
@@ -282,9 +283,16 @@ class Stack:
     # --- application calls --------------------------------------------------------------------
 
     def subscribe(self, topic: Topic, now: float) -> list[Action]:
-        self.me = Descriptor(self.me.node_id, self.me.addr, self.me.topics | {topic}, 0, self.me.priorities)
-        for layer in self.layers.values():
-            layer.subscribed(topic)
+        return self.subscribe_all([topic], now)
+
+    def subscribe_all(self, topics: Iterable[Topic], now: float) -> list[Action]:
+        """Subscribe to every topic of ``topics`` at once (a join): the profile is rebuilt once,
+        so the cost is linear in the number of topics."""
+        new = list(dict.fromkeys(t for t in topics if t not in self.me.topics))
+        if new:
+            self.me = Descriptor(self.me.node_id, self.me.addr, self.me.topics.union(new), 0, self.me.priorities)
+            for layer in self.layers.values():
+                layer.subscribed(new)
         return []
 
     def unsubscribe(self, topic: Topic, now: float) -> list[Action]:

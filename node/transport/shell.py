@@ -333,8 +333,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         return handle
 
     async def Join(self, request, context):
-        for topic in request.topics:
-            self.core.subscribe(topic, self.now)
+        self.core.subscribe_all(request.topics, self.now)
         contacts = [codec.descriptor_from_pb(c) for c in request.contacts]
         self._execute(self.core.start(self.now, contacts))
         self.joined = True
