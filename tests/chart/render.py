@@ -7,6 +7,7 @@ The release name is the one the k8s runner would use for the scenario's run id.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -28,12 +29,19 @@ def helm(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([helm_binary(), *args], capture_output=True, text=True)
 
 
-def render(values: Path) -> str:
+GENERATED = re.compile(r"^(  (?:ca|peer|controller|loadgen)\.(?:pem|key): )\S+$", re.M)
+"""The run's certificates and keys, which Helm generates anew at every render."""
+PLACEHOLDER = "R0VORVJBVEVECg=="  # base64 of "GENERATED"
+
+
+def render(values: Path, *extra: str, normalize: bool = True) -> str:
+    """``helm template`` of a values file; ``normalize``: generated certificates replaced by a
+    placeholder (golden renders stay stable)."""
     run_id = yaml.safe_load(values.read_text())["runId"]
-    done = helm("template", release_name(run_id), str(CHART), "-f", str(values), "--namespace", NAMESPACE)
+    done = helm("template", release_name(run_id), str(CHART), "-f", str(values), "--namespace", NAMESPACE, *extra)
     if done.returncode:
         raise RuntimeError(f"helm template {values.name}: {done.stderr}")
-    return done.stdout
+    return GENERATED.sub(lambda m: m[1] + PLACEHOLDER, done.stdout) if normalize else done.stdout
 
 
 def golden(name: str) -> Path:

@@ -47,3 +47,47 @@ overlaylab.io/role: {{ .role }}
     claimName: {{ include "overlaylab.fullname" . }}-results
   {{- end }}
 {{- end -}}
+
+{{/* overlaylab.podSecurity: every pod runs as uid 10001 with the runtime's seccomp profile
+(Pod Security Standard "restricted"). */}}
+{{- define "overlaylab.podSecurity" -}}
+securityContext:
+  runAsNonRoot: true
+  runAsUser: 10001
+  runAsGroup: 10001
+  fsGroup: 10001
+  seccompProfile: {type: RuntimeDefault}
+{{- end -}}
+
+{{/* overlaylab.containerSecurity: every container: no privilege escalation, no capabilities, a
+read-only root filesystem (writable paths are volumes). */}}
+{{- define "overlaylab.containerSecurity" -}}
+securityContext:
+  allowPrivilegeEscalation: false
+  readOnlyRootFilesystem: true
+  runAsNonRoot: true
+  capabilities: {drop: [ALL]}
+{{- end -}}
+
+{{/* overlaylab.tmp: the writable /tmp of a container with a read-only root filesystem. */}}
+{{- define "overlaylab.tmpVolume" -}}
+- name: tmp
+  emptyDir: {sizeLimit: 64Mi}
+{{- end -}}
+
+{{/* overlaylab.pki ROLE: the run's certificate for ROLE, mounted at /pki (tls.enabled). */}}
+{{- define "overlaylab.pkiVolume" -}}
+- name: pki
+  secret:
+    secretName: {{ include "overlaylab.fullname" .root }}-tls-{{ .role }}
+    defaultMode: 0440
+{{- end -}}
+
+{{/* overlaylab.pods: the names of every peer pod (the controller's Role is limited to them). */}}
+{{- define "overlaylab.pods" -}}
+{{- $name := include "overlaylab.fullname" . -}}
+{{- $pods := list -}}
+{{- range $k := until (int .Values.peers.replicas) }}{{ $pods = append $pods (printf "%s-peer-%d" $name $k) }}{{ end -}}
+{{- range $k := until (int .Values.peers.churners) }}{{ $pods = append $pods (printf "%s-churner-%d" $name $k) }}{{ end -}}
+{{- toJson $pods -}}
+{{- end -}}
