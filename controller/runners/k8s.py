@@ -42,6 +42,7 @@ SETTLE_S = 3.0
 # kind -> (client API class, method suffix): create_namespaced_<suffix>, list_..., delete_...
 BUILTIN = {
     "ConfigMap": ("CoreV1Api", "config_map"),
+    "Secret": ("CoreV1Api", "secret"),
     "Service": ("CoreV1Api", "service"),
     "ServiceAccount": ("CoreV1Api", "service_account"),
     "PersistentVolumeClaim": ("CoreV1Api", "persistent_volume_claim"),
@@ -51,12 +52,13 @@ BUILTIN = {
     "Job": ("BatchV1Api", "job"),
     "Role": ("RbacAuthorizationV1Api", "role"),
     "RoleBinding": ("RbacAuthorizationV1Api", "role_binding"),
+    "NetworkPolicy": ("NetworkingV1Api", "network_policy"),
 }
 CUSTOM = {"NetworkChaos": ("chaos-mesh.org", "v1alpha1", "networkchaos"),
           "Schedule": ("chaos-mesh.org", "v1alpha1", "schedules")}
 # Teardown order: the controller first (it may still act), the volume last.
 TEARDOWN = ["Job", "Schedule", "NetworkChaos", "Deployment", "StatefulSet", "Pod", "Service", "RoleBinding", "Role",
-            "ServiceAccount", "ConfigMap", "PersistentVolumeClaim"]
+            "ServiceAccount", "NetworkPolicy", "Secret", "ConfigMap", "PersistentVolumeClaim"]
 
 
 class K8sError(RuntimeError):

@@ -28,8 +28,13 @@ CLUSTER_SETTINGS = [
 
 @pytest.fixture(scope="module")
 def api():
+    """The cluster, with the test namespace enforcing the Pod Security Standard "restricted":
+    every pod of every test below is admitted only if it complies."""
     config.load_kube_config()
-    return client.ApiClient()
+    api = client.ApiClient()
+    client.CoreV1Api(api).patch_namespace("default", {"metadata": {"labels": {
+        "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}})
+    return api
 
 
 def overlaylab(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
@@ -63,6 +68,14 @@ def test_the_node_is_ready(api):
     conditions = {c.type: c.status for c in node.status.conditions}
     assert conditions["Ready"] == "True"
     assert client.VersionApi(api).get_code().git_version == "v1.34.4"
+
+
+def test_the_namespace_refuses_a_pod_that_is_not_restricted(api):
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "not-restricted"},
+           "spec": {"containers": [{"name": "c", "image": "overlaylab:0.1.0", "imagePullPolicy": "Never"}]}}
+    with pytest.raises(client.ApiException) as err:
+        client.CoreV1Api(api).create_namespaced_pod("default", pod)
+    assert err.value.status == 403 and "restricted" in err.value.body
 
 
 def test_helm_install_runs_the_smoke_experiment_to_completion(api, tmp_path):
