@@ -576,7 +576,7 @@ def load_experiment(path: str | Path, overrides: list[str] = ()) -> Experiment:
         raise ExperimentError(f"{path}: cannot read: {e}") from None
     if not isinstance(data, dict):
         raise ExperimentError(f"{path}: expected a mapping of sections at the top level")
-    if not data and not overrides:
+    if not data:
         raise ExperimentError(f"{path}: empty experiment file (write at least a name: and the sections that differ "
                               "from the defaults; `overlaylab schema` lists them)")
     data = apply_overrides(data, list(overrides))

@@ -107,3 +107,22 @@ def test_ctrl_c_stops_every_peer_and_keeps_what_was_written(tmp_path):
     assert peers.stdout == "", "peer processes survived Ctrl-C"
     assert timeline.read_text().count('"join"') == 8
     assert (timeline.parent / "experiment.yaml").exists()
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "empty experiment file"),
+    ("name: x\nworkload: {topics: 3, subscriptions: {min: 2, max: 5}}\n",
+     "workload.uniform: Value error, subscriptions.max (5) exceeds topics (3)"),
+    ("name: x\nchurn: {model: trace, path: nope.txt}\n", "churn.path: no such file"),
+    ("name: x\nworkload: {model: social, graph: edges.txt}\n", "workload.graph: no such file"),
+    ("name: x\nnetwork: {delay: {model: matrix, path: rtt.txt}}\n", "network.delay.path: no such file"),
+])
+def test_validate_refuses_what_run_would_and_run_creates_no_run_dir(tmp_path, capsys, text, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    for command in (["validate", str(path)], ["run", str(path), "--backend", "sim", "--out", str(tmp_path / "runs")]):
+        with pytest.raises(SystemExit) as done:
+            main(command)
+        assert done.value.code == 2
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
