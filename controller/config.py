@@ -436,7 +436,9 @@ class Kubernetes(Strict):
     them on one node (kind, minikube); on a multi-node cluster use an RWX class."""
     results_host_path: str | None = None
     """k8s: keep results in this directory of the (single) node instead of a PersistentVolumeClaim,
-    for clusters without a storage provisioner; it must exist and be writable by uid 10001."""
+    for clusters without a storage provisioner; it must exist and be writable by uid 10001. The
+    Pod Security Standards (baseline, restricted) refuse hostPath volumes: there, give the
+    cluster a PersistentVolume and set storage_class instead."""
     network_faults: Literal["peers", "chaos_mesh"] = "peers"
     """k8s: who emulates delay, jitter and loss: the peers' transport (as in local) or Chaos Mesh
     NetworkChaos (kernel netem; needs Chaos Mesh installed and a kernel with netem)."""

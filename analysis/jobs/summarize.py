@@ -202,8 +202,8 @@ def summarize(meta: dict, raw_spans: DataFrame, spans: DataFrame, dels: DataFram
     cp = m.copies(spans).first()
     counts = raw_spans.groupBy("name").count().collect()
     by_name = {r["name"]: r["count"] for r in counts}
-    totals = overlay.counter_totals(stats, ["spans_dropped", "malformed", "send_failed", "dropped_by_link",
-                                            "lost_to_dead_peer"])
+    totals = overlay.counter_totals(stats, ["spans_dropped", "malformed", "unauthorized", "send_failed",
+                                            "dropped_by_link", "lost_to_dead_peer"])
 
     def q(row, i):
         return float(row["q"][i]) if row and row["q"] else None

@@ -1,9 +1,13 @@
 """The gRPC shell: drives one protocol core with real gRPC, real time and OpenTelemetry.
 
 Small and boring on purpose: decode, feed the core, carry out its actions, arm one timer per
-name. Peer messages arrive as raw bytes (the handlers do their own decoding), so a malformed or
-oversized message is rejected with INVALID_ARGUMENT, counted in ``malformed`` and logged; it
-never reaches the core, and never stops the peer.
+name. The Peer service and the Control service listen on ports of their own (Control on
+loopback unless a controller in another pod must reach it); with the run's credentials both
+take mutual TLS only and each method only from the roles ``security.py`` allows (else
+PERMISSION_DENIED, counted in ``unauthorized``). Messages of both services arrive as raw bytes
+(the handlers do their own decoding), so a malformed or oversized message is rejected with
+INVALID_ARGUMENT, counted in ``malformed`` and logged (rate-limited); it never reaches the core,
+and never stops the peer.
 
 Every peer message type is served and sent through the codec's registry
 (``codec.WIRE_TYPES``): a request/reply type maps onto one unary call (the initiator's ``Send``
@@ -67,12 +71,12 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         self.seed = seed
         self.host = host
         self.advertise = advertise or host
+        """The host name other peers reach this one by (a pod's DNS name where ``host`` is 0.0.0.0)."""
         self.control_host = control_host
         """Where the Control service listens: its own listener, loopback unless a controller in
         another pod must reach it."""
         self.credentials = credentials
         """The run's peer certificate: mutual TLS on both listeners and every channel (None: plaintext)."""
-        """The host name other peers reach this one by (a pod's DNS name where ``host`` is 0.0.0.0)."""
         self.refuse_before_join = refuse_before_join
         """Answer peer traffic with UNAVAILABLE until ``Join``: a pod that Kubernetes restarts at
         once is still down for the plan until the controller joins it again."""

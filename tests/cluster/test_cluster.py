@@ -22,8 +22,13 @@ from tests.helpers import conformance_experiment
 
 CLUSTER_SETTINGS = [
     "k8s.namespace=default", "k8s.image_pull_policy=Never", "k8s.collector_image=overlaylab/otelcol:0.165.0",
-    "k8s.results_host_path=/var/lib/overlaylab/results", "k8s.ready_timeout_s=300",
+    "k8s.storage_class=overlaylab-results", "k8s.ready_timeout_s=300",
 ]
+RESULTS_DIR = "/var/lib/overlaylab/results"
+RESULTS_VOLUMES = 12
+"""Static PersistentVolumes on one node directory, one per run's results claim: the cluster has
+no provisioner, and a pod that mounts a hostPath itself is refused by the restricted (and the
+baseline) Pod Security Standard."""
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +37,15 @@ def api():
     every pod of every test below is admitted only if it complies."""
     config.load_kube_config()
     api = client.ApiClient()
-    client.CoreV1Api(api).patch_namespace("default", {"metadata": {"labels": {
+    core = client.CoreV1Api(api)
+    core.patch_namespace("default", {"metadata": {"labels": {
         "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}})
+    for k in range(RESULTS_VOLUMES):
+        core.create_persistent_volume({
+            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"overlaylab-results-{k}"},
+            "spec": {"capacity": {"storage": "2Gi"}, "accessModes": ["ReadWriteOnce"],
+                     "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "overlaylab-results",
+                     "hostPath": {"path": RESULTS_DIR, "type": "Directory"}}})
     return api
 
 
