@@ -52,9 +52,10 @@ LOG_PER_S = 5
 """Refusals logged per second at most."""
 CHANNEL_OPTIONS = [
     # A peer that crashed and restarted on its port should be reachable again within a cycle,
-    # not after gRPC's default reconnect backoff (up to two minutes).
+    # not after gRPC's default reconnect backoff (up to two minutes). Not min_reconnect_backoff:
+    # gRPC also takes it as the connect timeout, and a TLS handshake on a busy host can take
+    # longer than 100 ms (every such connection failed "before receiving SETTINGS frame").
     ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
 ]
 
@@ -234,7 +235,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
                 await self._call(a.addr, wire.rpc)(data, timeout=10.0)
         except grpc.aio.AioRpcError as e:
             self.stats[SEND_FAILED] += 1
-            log.debug("node %d: send to %d failed: %s", self.node_id, a.dst, e.code())
+            log.debug("node %d: send to %d failed: %s %s", self.node_id, a.dst, e.code(), e.details())
             self._execute(self.core.on_send_failed(a.dst, a.msg, self.now), span)
         except RemoteProtocolError as e:
             self._reject(a.dst, e)
