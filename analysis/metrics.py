@@ -58,11 +58,10 @@ def refused_events(spans: DataFrame) -> DataFrame:
     once (two events share it: ``published_twice``), or with a copy received before it was
     published (a copy of some other event, or clocks apart: ``received_before_publish``). An
     event may have both reasons."""
-    pubs = spans.where(F.col("name") == "publish")
-    twice = (pubs.groupBy("event_id").count().where(F.col("count") > 1)
-             .select("event_id", F.lit("published_twice").alias("reason")))
-    t0 = pubs.groupBy("event_id").agg(F.min("time_ns").alias("t0_ns"))
-    early = (spans.where(F.col("name") == "receive").join(t0, "event_id")
+    pubs = (spans.where(F.col("name") == "publish").groupBy("event_id")
+            .agg(F.count("*").alias("n"), F.min("time_ns").alias("t0_ns")).cache())
+    twice = pubs.where(F.col("n") > 1).select("event_id", F.lit("published_twice").alias("reason"))
+    early = (spans.where(F.col("name") == "receive").join(pubs, "event_id")
              .where(F.col("time_ns") < F.col("t0_ns"))
              .select("event_id", F.lit("received_before_publish").alias("reason")).distinct())
     return twice.unionByName(early)

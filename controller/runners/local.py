@@ -68,8 +68,9 @@ class _LocalRun(Driver):
         """The process that hosts each node now."""
         (rd.path / "peers").mkdir(exist_ok=True)
         (rd.path / "logs").mkdir(exist_ok=True)
-        if exp.tls():
-            self.pki = make_pki(rd.path / "pki")
+        self.pki = make_pki(rd.path / "pki").resolve() if exp.tls() else None
+        """The run's certificates (mutual TLS), or None."""
+        if self.pki:
             self.credentials = Credentials.load(self.pki, "controller")
         self.state_dir = rd.path / "state"
         if exp.churn.rejoin == "keep_state" and self.plan.churn.churning:
@@ -84,7 +85,7 @@ class _LocalRun(Driver):
         cfg = peer_config(self.exp, rd.run_id, nodes, trace_dir=str(rd.traces.resolve()), host="127.0.0.1",
                           ports={str(k): p for k, (p, _) in ports.items()},
                           control_ports={str(k): c for k, (_, c) in ports.items()},
-                          pki=str(self.pki.resolve()) if self.exp.tls() else None,
+                          pki=str(self.pki) if self.pki else None,
                           state_dir=str(self.state_dir.resolve()) if state else None, exit_with_parent=True)
         path = rd.path / "peers" / f"{name}.json"
         path.write_text(json.dumps(cfg))
@@ -163,7 +164,7 @@ class _LocalRun(Driver):
             cmd += ["--headless", "--only-summary", "-t", f"{max(1, round(duration))}s"]
         env = {**os.environ, "OVERLAYLAB_LOAD_PLAN": str(out / "plan.json"),
                "OVERLAYLAB_RATE_PER_USER": str(p.rate_per_s / users), "PYTHONPATH": str(ROOT),
-               **({"OVERLAYLAB_PKI": str(self.pki.resolve())} if self.exp.tls() else {})}
+               **({"OVERLAYLAB_PKI": str(self.pki)} if self.pki else {})}
         with open(out / "locust.log", "w") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         self.runner.procs.append(proc)
