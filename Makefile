@@ -135,6 +135,7 @@ bench: bench-sim bench-load bench-poldercast bench-spark
 
 bench-sim: setup
 	$(PY) bench/run.py
+	$(PY) bench/sweep.py
 
 bench-load: setup
 	$(PY) bench/load.py

@@ -27,6 +27,18 @@ def hop_tvd(a: dict[str, int], b: dict[str, int]) -> float | None:
     return 0.5 * sum(abs(a.get(k, 0) / ta - b.get(k, 0) / tb) for k in set(a) | set(b))
 
 
+def expand_sweeps(dirs: list[str]) -> list[Path]:
+    """Run directories, with each sweep directory (it has sweep.json) replaced by its runs."""
+    out: list[Path] = []
+    for d in map(Path, dirs):
+        if (d / "sweep.json").exists():
+            record = json.loads((d / "sweep.json").read_text())
+            out += [d / r["run_dir"] for r in record.get("rows", []) if r.get("status") == "ok"]
+        else:
+            out.append(d)
+    return out
+
+
 def compare(run_dirs: list[str | Path]) -> dict:
     summaries = [json.loads((Path(d) / "summary.json").read_text()) for d in run_dirs]
     rows = []

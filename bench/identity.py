@@ -30,6 +30,9 @@ from run import RESULTS, ROOT, header, timed
 CASES = {
     "gossip-quickstart-1000": ["experiments/quickstart.yaml", "--backend", "sim", "--set", "nodes.count=1000"],
     "poldercast-e1-1000": ["experiments/poldercast-e1-convergence.yaml", "--set", "nodes.count=1000"],
+    "cyclon-10000-20-cycles": ["experiments/cyclon-scale.yaml", "--set", "phases.warmup_s=20"],
+    "poldercast-e1-2000-10-rounds": ["experiments/poldercast-e1-convergence.yaml", "--set", "nodes.count=2000",
+                                     "--set", "publications.rounds=10"],
 }
 FILES = ("traces/spans.parquet", "snapshots.jsonl", "timeline.jsonl", "stats.jsonl")
 CHECKED_RUN = """

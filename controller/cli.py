@@ -2,7 +2,8 @@
 
     overlaylab run FILE [--backend sim|local] [--seed N] [--out DIR] [--set PATH=VALUE ...] [--load-ui]
     overlaylab analyze RUN_DIR                 prints the headline metrics; summary.json has everything
-    overlaylab compare RUN_DIR RUN_DIR...    metrics side by side (e.g. sim against local)
+    overlaylab sweep FILE [--set ...] [--out DIR] [--parallel N]  every point of the file's sweep: grid
+    overlaylab compare RUN_DIR RUN_DIR...    metrics side by side (e.g. sim against local; or a sweep's directory)
     overlaylab crosscheck RUN_DIR            the core metrics recomputed in plain Python against summary.json
     overlaylab synthetic OUT --spans N       a synthetic run of about N spans (to try the analysis at scale)
     overlaylab workload FILE [--json]        the workload's distributions and correlation
@@ -85,6 +86,17 @@ def _variants(sweep_dir, analyze: bool) -> int:
     return 0
 
 
+def cmd_sweep(args) -> int:
+    from .sweep import run_sweep
+
+    exp = load_experiment(args.file, list(args.set or []))
+    sweep_dir = run_sweep(args.file, list(args.set or []), Path(args.out or exp.outputs.dir), args.parallel,
+                          analyze=not args.no_analyze)
+    record = json.loads((sweep_dir / "sweep.json").read_text())
+    console.print(f"sweep: {sweep_dir}/sweep.json, sweep.csv ({record['wall_s']} s)")
+    return 1 if any(p["rc"] != 0 for p in record["points"]) else 0
+
+
 def cmd_analyze(args) -> int:
     from analysis.spark import get_spark
     from analysis.storage import S3A_CONF
@@ -133,9 +145,9 @@ def cmd_synthetic(args) -> int:
 def cmd_compare(args) -> int:
     from rich.table import Table
 
-    from analysis.compare import compare
+    from analysis.compare import compare, expand_sweeps
 
-    result = compare(args.run_dirs)
+    result = compare(expand_sweeps(args.run_dirs))
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
@@ -317,6 +329,13 @@ def build_parser() -> argparse.ArgumentParser:
                      help="Locust with its web UI on http://127.0.0.1:8089; Ctrl-C ends the load phase")
     run.set_defaults(fn=cmd_run)
 
+    sweep = sub.add_parser("sweep", help="run every point of the file's sweep: grid (and seeds), in parallel")
+    experiment_args(sweep)
+    sweep.add_argument("--out", help="where the sweep's directory is created (default: outputs.dir)")
+    sweep.add_argument("--parallel", type=int, help="points at once (default: sweep.parallel, else one per core)")
+    sweep.add_argument("--no-analyze", action="store_true", help="run the points only")
+    sweep.set_defaults(fn=cmd_sweep)
+
     analyze = sub.add_parser("analyze", help="(re)compute summary.json and report.html of a run")
     analyze.add_argument("run_dir", help="a run directory, or its URI in object storage (s3a://bucket/runs/RUN)")
     analyze.add_argument("--master", help="Spark master URL (default $OVERLAYLAB_SPARK_MASTER or local[*])")
@@ -337,7 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
     syn.set_defaults(fn=cmd_synthetic)
 
     comp = sub.add_parser("compare", help="compare analysed runs side by side (e.g. sim against local)")
-    comp.add_argument("run_dirs", nargs="+")
+    comp.add_argument("run_dirs", nargs="+", help="run directories; a sweep's directory stands for all its runs")
     comp.add_argument("--json", action="store_true", help="machine-readable output")
     comp.set_defaults(fn=cmd_compare)
 

@@ -25,6 +25,7 @@ from pydantic import (
     TypeAdapter,
     ValidationError,
     create_model,
+    field_validator,
     model_validator,
 )
 
@@ -409,6 +410,26 @@ class Sim(Strict):
     """How many variants run at once (default: the machine's cores)."""
 
 
+class Sweep(Strict):
+    grid: dict[str, list[Any]] = {}
+    """``--set`` paths to the values to try, e.g. {nodes.count: [1000, 2000], protocol.params.fanout:
+    [2, 3]}: every combination is one point of ``overlaylab sweep`` (``overlaylab run`` ignores it)."""
+    seeds: list[int] = []
+    """The seeds every combination runs with (default: the file's seed)."""
+    parallel: PositiveInt | None = None
+    """Points run at once (default: one per core)."""
+
+    @field_validator("grid")
+    @classmethod
+    def _lists(cls, grid: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        for path, values in grid.items():
+            if not values:
+                raise ValueError(f"{path}: no values")
+            if path.split(".")[0] == "sweep":
+                raise ValueError(f"{path}: a sweep cannot sweep its own settings")
+        return grid
+
+
 class Kubernetes(Strict):
     namespace: str = Field("default", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)
     """k8s: namespace the run is installed into (it must exist)."""
@@ -496,6 +517,7 @@ class Experiment(Strict):
     k8s: Kubernetes = Kubernetes()
     security: Security = Security()
     outputs: Outputs = Outputs()
+    sweep: Sweep = Sweep()
 
     @model_validator(mode="after")
     def _variants(self) -> Experiment:

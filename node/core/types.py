@@ -31,9 +31,12 @@ class Descriptor:
     age: int = 0
     priorities: tuple[tuple[Topic, int], ...] = ()
     """Topic priorities where the protocol has them (PolderCast); topics left out have 0."""
+    profile_bytes: int = field(default=0, compare=False, repr=False)
+    """The encoded size of the profile (all but the age), 0 until the codec first measures it;
+    aged copies inherit it (drivers count the bytes of every message they send)."""
 
     def aged(self, age: int) -> Descriptor:
-        return Descriptor(self.node_id, self.addr, self.topics, age, self.priorities)
+        return Descriptor(self.node_id, self.addr, self.topics, age, self.priorities, self.profile_bytes)
 
 
 # --- messages (core <-> core, through a driver) -------------------------------------------

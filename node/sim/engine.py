@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+from array import array
 import random
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -30,7 +31,13 @@ SPAN_FIELDS = (
 
 
 class SpanColumns:
-    """Span records in columns; ``flush`` hands full chunks to ``sink`` to bound memory."""
+    """Span records in typed columns (8 bytes an integer, a reference a shared string, span ids
+    kept as their sequence numbers: 0 for none); ``columns`` renders them as the span schema's
+    values. ``flush`` hands full chunks to ``sink``, so memory is bounded by ``chunk`` rows
+    whatever the run's length."""
+
+    _INTS = {"span_id": "q", "parent_span_id": "q", "time_ns": "q", "node": "q", "from_node": "q",
+             "hops": "i", "first_copy": "b", "subscriber": "b"}
 
     def __init__(self, sink: Callable[[dict[str, list]], None] | None = None, chunk: int = 500_000):
         self.sink = sink
@@ -38,21 +45,35 @@ class SpanColumns:
         self.count = 0
         self._reset()
 
-    def add(self, *values) -> None:
-        for column, v in zip(self._lists, values):
+    def add(self, trace_id: str, span_seq: int, parent_seq: int, name: str, time_ns: int, node: int,
+            from_node: int | None, event_id: str, topic: str, hops: int, first_copy: bool, subscriber: bool) -> None:
+        values = (trace_id, span_seq, parent_seq, name, time_ns, node, -1 if from_node is None else from_node,
+                  event_id, topic, hops, first_copy, subscriber)
+        for column, v in zip(self._cols, values):
             column.append(v)
         self.count += 1
-        if self.sink is not None and len(self._lists[0]) >= self.chunk:
+        if self.sink is not None and len(self._cols[0]) >= self.chunk:
             self.flush()
 
+    @property
+    def columns(self) -> dict[str, list]:
+        """The rows not flushed yet, a list of values per field of SPAN_FIELDS."""
+        raw = dict(zip(SPAN_FIELDS, self._cols))
+        out = {f: list(raw[f]) for f in SPAN_FIELDS}
+        out["span_id"] = [f"{x:016x}" for x in raw["span_id"]]
+        out["parent_span_id"] = [f"{x:016x}" if x else None for x in raw["parent_span_id"]]
+        out["from_node"] = [None if x < 0 else x for x in raw["from_node"]]
+        out["first_copy"] = [bool(x) for x in raw["first_copy"]]
+        out["subscriber"] = [bool(x) for x in raw["subscriber"]]
+        return out
+
     def flush(self) -> None:
-        if self.sink is not None and self._lists[0]:
+        if self.sink is not None and self._cols[0]:
             self.sink(self.columns)
             self._reset()
 
     def _reset(self) -> None:
-        self.columns = {f: [] for f in SPAN_FIELDS}
-        self._lists = list(self.columns.values())
+        self._cols: list = [array(self._INTS[f]) if f in self._INTS else [] for f in SPAN_FIELDS]
 
 
 class Simulation:
@@ -168,7 +189,7 @@ class Simulation:
         self._seq += 1
         heapq.heappush(self._queue, (at, self._seq, kind, data))
 
-    def _deliver(self, src: int, dst: int, msg, parent_span: str | None) -> None:
+    def _deliver(self, src: int, dst: int, msg, parent_span: int | None) -> None:
         if dst not in self.alive:
             self.stats[src][LOST_TO_DEAD_PEER] += 1
             if src in self.alive:  # the sender's transport sees the peer gone
@@ -184,12 +205,12 @@ class Simulation:
         if self.validate:
             core.validate()
 
-    def _execute(self, node_id: int, actions: list[Action], parent_span: str | None) -> None:
+    def _execute(self, node_id: int, actions: list[Action], parent_span: int | None) -> None:
         interpret(self.nodes[node_id], actions, self.stats[node_id], self, parent_span)
 
     # --- ActionDriver ---------------------------------------------------------------------------
 
-    def send(self, node: int, a: Send, span: str | None) -> None:
+    def send(self, node: int, a: Send, span: int | None) -> None:
         msg = a.msg
         if self.wire_codec:
             msg, size = codec.roundtrip(msg, node)
@@ -207,14 +228,14 @@ class Simulation:
         self._timers[(node, name)] = at
         self._push(at, _TIMER, (node, name))
 
-    def span(self, r: SpanRecord, parent: str | None) -> str:
+    def span(self, r: SpanRecord, parent: int | None) -> int:
+        """Record a span; returns its id's sequence number (its id is that in 16 hex digits)."""
         e = r.event
         trace_id = self._trace_ids.get(e.event_id)
         if trace_id is None:
             trace_id = hashlib.blake2b(f"{self._seed}:{e.event_id}".encode(), digest_size=16).hexdigest()
             self._trace_ids[e.event_id] = trace_id
         self._span_seq += 1
-        span_id = f"{self._span_seq:016x}"
-        self.spans.add(trace_id, span_id, parent, r.name, round(self.now * 1e9), r.node, r.src,
+        self.spans.add(trace_id, self._span_seq, parent or 0, r.name, round(self.now * 1e9), r.node, r.src,
                        e.event_id, e.topic, e.hops, r.first_copy, r.subscriber)
-        return span_id
+        return self._span_seq

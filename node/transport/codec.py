@@ -7,6 +7,7 @@ shell, the simulator and the tests agree on them.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -243,40 +244,45 @@ def parse(pb_class: type, data: bytes):
 
 
 def wire_size(m: Message, sender: int) -> int:
-    """Encoded size in bytes. Gossip sizes are summed from cached per-descriptor sizes (the same
-    descriptors travel again and again), with protobuf's framing arithmetic."""
-    if not isinstance(m, Gossip):
+    """Encoded size in bytes. Gossip sizes are summed from each descriptor's measured profile size
+    (``Descriptor.profile_bytes``: the same profiles travel again and again) with protobuf's
+    framing arithmetic."""
+    if type(m) is not Gossip:
         return wire_type(m).encode(m, sender, NO_TRACE).ByteSize()
-    size = _field(len(m.layer.encode())) if m.layer else 0
-    size += _field(_descriptor_size(m.sender)) + sum(_field(_descriptor_size(d)) for d in m.entries)
-    return size + (2 if m.reply else 0)
-
-
-def _descriptor_size(d: Descriptor) -> int:
-    """The profile's size (cached: profiles repeat, ages vary) plus the age field's."""
-    size = _profile_size(d)
-    return size + 1 + _varint_len(d.age) if d.age else size
+    size = _layer_field(m.layer) + (2 if m.reply else 0)
+    for d in (m.sender, *m.entries):
+        n = d.profile_bytes or _measure_profile(d)
+        if d.age:
+            n += 2 if d.age < 128 else 1 + _varint_len(d.age)
+        size += n + (2 if n < 128 else 1 + _varint_len(n))
+    return size
 
 
 _PROFILE_SIZES: dict[tuple[int, int, int], tuple[Descriptor, int]] = {}
 _PROFILE_SIZES_MAX = 200_000
 
 
-def _profile_size(d: Descriptor) -> int:
-    """Keyed by the identity of the profile's parts: copies of a descriptor share them, and
-    hashing the priorities of a subscriber to thousands of topics would cost as much as encoding.
-    The entry keeps the descriptor alive, so its ids are not reused while cached."""
+def _measure_profile(d: Descriptor) -> int:
+    """The encoded size of ``d``'s profile, kept on ``d`` (a cache on an immutable value). Fresh
+    copies of one profile (a node's ``me.aged(0)`` in every message it sends) share its parts:
+    sizes are also memoized by the identity of the parts; the entry keeps them alive, so their
+    ids are not reused while cached."""
     key = (d.node_id, id(d.topics), id(d.priorities))
     hit = _PROFILE_SIZES.get(key)
-    if hit is not None:
-        cached, size = hit
-        if cached.topics is d.topics and cached.priorities is d.priorities and cached.addr == d.addr:
-            return size
-    if len(_PROFILE_SIZES) >= _PROFILE_SIZES_MAX:
-        _PROFILE_SIZES.clear()
-    size = descriptor_to_pb(Descriptor(d.node_id, d.addr, d.topics, 0, d.priorities)).ByteSize()
-    _PROFILE_SIZES[key] = (d, size)
+    if hit is not None and hit[0].topics is d.topics and hit[0].priorities is d.priorities and hit[0].addr == d.addr:
+        size = hit[1]
+    else:
+        if len(_PROFILE_SIZES) >= _PROFILE_SIZES_MAX:
+            _PROFILE_SIZES.clear()
+        size = descriptor_to_pb(Descriptor(d.node_id, d.addr, d.topics, 0, d.priorities)).ByteSize()
+        _PROFILE_SIZES[key] = (d, size)
+    object.__setattr__(d, "profile_bytes", size)
     return size
+
+
+@functools.cache
+def _layer_field(layer: str) -> int:
+    return _field(len(layer.encode())) if layer else 0
 
 
 def _field(n: int) -> int:

@@ -1,0 +1,184 @@
+"""Sweeps: one experiment file over a grid of settings and seeds (``overlaylab sweep FILE``).
+
+The file's ``sweep:`` section maps ``--set`` paths to lists of values; every combination, with
+every seed of ``sweep.seeds`` (default: the file's seed), is a point. Every point is loaded and
+validated before the first one runs, so a bad value is refused with its point and field named.
+Points run as ``overlaylab run`` processes of their own, ``sweep.parallel`` at a time (default:
+one per core), each in its own directory with its log; a point that fails is recorded as failed
+and the others carry on. Then every run is analysed in one Spark session, and the sweep's table
+(one row per run; a point that forks into ``sim.variants`` gives one row per variant) goes to
+``sweep.json`` and ``sweep.csv`` beside the points, and to the terminal.
+
+    sweep-dir/
+      sweep.json, sweep.csv      the points, their status and headline metrics
+      000_nodes.count-1000_s1/   a point: log.txt and its run directory
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .config import Experiment, ExperimentError, check_data_files, load_experiment
+from .progress import console
+
+COLUMNS = [
+    ("hit ratio", ("hit_ratio",)), ("complete", ("complete_event_ratio",)), ("mean hops", ("hops", "mean")),
+    ("p99 latency ms", ("latency_ms", "p99")), ("dup.", ("duplication_factor",)), ("relay", ("relay_ratio",)),
+    ("mean degree", ("degree", "mean")), ("msgs/node/cycle", ("overhead", "msgs_per_node_per_cycle")),
+]
+
+
+@dataclass(frozen=True)
+class Point:
+    index: int
+    settings: dict[str, Any]
+    """The grid's ``--set`` path -> value for this point."""
+    seed: int
+
+    @property
+    def label(self) -> str:
+        """The point's directory: ``003_count-2000_fanout-3_s1``."""
+        names = short_names(list(self.settings))
+        parts = [f"{names[path]}-{_text(v)}" for path, v in self.settings.items()]
+        return "_".join([f"{self.index:03d}", *parts, f"s{self.seed}"]).replace("/", "-")
+
+    def overrides(self) -> list[str]:
+        return [f"{path}={json.dumps(v)}" for path, v in self.settings.items()] + [f"seed={self.seed}"]
+
+
+def short_names(paths: list[str]) -> dict[str, str]:
+    """Each path's last part, or the whole path where two paths end alike."""
+    last = [p.rsplit(".", 1)[-1] for p in paths]
+    return {p: name if last.count(name) == 1 else p for p, name in zip(paths, last)}
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+
+
+def points(file: str | Path, overrides: list[str] = ()) -> tuple[Experiment, list[Point]]:
+    """The file's base experiment and its points, each validated."""
+    base = load_experiment(file, overrides)
+    grid = base.sweep.grid
+    if not grid:
+        raise ExperimentError(f"{file}: no sweep.grid: nothing to sweep (add a sweep: section, docs/experiments.md)")
+    seeds = base.sweep.seeds or [base.seed]
+    combos = list(itertools.product(*grid.values()))
+    found = [Point(k, dict(zip(grid, combo)), seed)
+             for k, (combo, seed) in enumerate(itertools.product(combos, seeds))]
+    for p in found:
+        try:
+            check_data_files(load_experiment(file, [*overrides, *p.overrides()]), str(file))
+        except ExperimentError as e:
+            raise ExperimentError(f"sweep point {p.label}:\n{e}") from None
+    return base, found
+
+
+def run_sweep(file: str | Path, overrides: list[str], out: Path, parallel: int | None = None,
+              analyze: bool = True) -> Path:
+    """Run every point of ``file``'s sweep under a new directory in ``out``; returns it."""
+    base, todo = points(file, overrides)
+    sweep_dir = out / f"{base.name}-sweep-{time.strftime('%Y%m%d-%H%M%S')}"
+    sweep_dir.mkdir(parents=True)
+    workers = parallel or base.sweep.parallel or os.cpu_count() or 1
+    console.print(f"sweep: {len(todo)} points, {workers} at a time -> {sweep_dir}")
+    started = time.perf_counter()
+
+    def run_point(p: Point) -> dict:
+        where = sweep_dir / p.label
+        where.mkdir()
+        cmd = [sys.executable, "-m", "controller.cli", "run", str(file), *(a for o in overrides for a in ("--set", o)),
+               *(a for o in p.overrides() for a in ("--set", o)), "--out", str(where), "--no-analyze"]
+        t0 = time.perf_counter()
+        with open(where / "log.txt", "wb") as log:
+            rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
+        runs = sorted(d for d in where.iterdir() if d.is_dir())
+        row = {"point": p.label, "settings": p.settings, "seed": p.seed, "rc": rc,
+               "wall_s": round(time.perf_counter() - t0, 2), "run_dir": str(runs[0].relative_to(sweep_dir)) if runs else None}
+        console.print(f"sweep: {p.label}: {'done' if rc == 0 else f'FAILED (rc {rc}, see {where}/log.txt)'}"
+                      f" in {row['wall_s']} s")
+        return row
+
+    with ThreadPoolExecutor(workers) as pool:
+        rows = list(pool.map(run_point, todo))
+    record = {"file": str(file), "overrides": list(overrides), "grid": base.sweep.grid,
+              "seeds": base.sweep.seeds or [base.seed], "parallel": workers,
+              "wall_s": round(time.perf_counter() - started, 2), "points": rows}
+    if analyze:
+        record["rows"] = _analyse(sweep_dir, rows)
+    (sweep_dir / "sweep.json").write_text(json.dumps(record, indent=2) + "\n")
+    if analyze:
+        _write_csv(sweep_dir / "sweep.csv", list(base.sweep.grid), record["rows"])
+        _print(list(base.sweep.grid), record["rows"])
+    failed = [r["point"] for r in rows if r["rc"] != 0]
+    if failed:
+        console.print(f"[red]sweep: {len(failed)} point(s) failed: {', '.join(failed)}[/]")
+    return sweep_dir
+
+
+def _run_dirs(sweep_dir: Path, row: dict) -> list[tuple[str, Path]]:
+    """The analysable runs of a point: its run, or each variant it forked into."""
+    run = sweep_dir / row["run_dir"]
+    variants = run / "variants.json"
+    if variants.exists():
+        return [(v["run_dir"], run / v["run_dir"]) for v in json.loads(variants.read_text())]
+    return [("", run)]
+
+
+def _analyse(sweep_dir: Path, rows: list[dict]) -> list[dict]:
+    from analysis.jobs.summarize import run as summarize
+    from analysis.spark import get_spark
+
+    spark = get_spark()
+    table = []
+    for row in rows:
+        if row["rc"] != 0 or row["run_dir"] is None:
+            table.append({"point": row["point"], **row["settings"], "seed": row["seed"], "variant": "",
+                          "status": "failed"})
+            continue
+        for variant, run in _run_dirs(sweep_dir, row):
+            summary = summarize(str(run), spark)
+            table.append({"point": row["point"], **row["settings"], "seed": row["seed"], "variant": variant,
+                          "status": "ok",
+                          "run_dir": str(run.relative_to(sweep_dir)),
+                          **{name: _get(summary, path) for name, path in COLUMNS}})
+    return table
+
+
+def _get(summary: dict, path: tuple[str, ...]) -> Any:
+    value: Any = summary
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def _write_csv(path: Path, grid: list[str], rows: list[dict]) -> None:
+    fields = ["point", *grid, "seed", "variant", "status", *(name for name, _ in COLUMNS), "run_dir"]
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fields, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _print(grid: list[str], rows: list[dict]) -> None:
+    from rich.table import Table
+
+    variants = any(r["variant"] for r in rows)
+    table = Table(title="sweep")
+    for col in (*short_names(grid).values(), "seed", *(["variant"] if variants else []), *(n for n, _ in COLUMNS)):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        cells = ["failed"] * len(COLUMNS) if r["status"] != "ok" else [
+            "n/a" if r.get(name) is None else f"{r[name]:.4g}" for name, _ in COLUMNS]
+        table.add_row(*(_text(r[p]) for p in grid), str(r["seed"]), *([r["variant"]] if variants else []), *cells)
+    console.print(table)
