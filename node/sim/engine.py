@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-from array import array
 import random
+from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
