@@ -9,13 +9,14 @@
     overlaylab workload FILE [--json]        the workload's distributions and correlation
     overlaylab validate FILE [--set ...]     check a file without running it
     overlaylab schema                        the experiment file's JSON Schema
-    overlaylab helm-values FILE [--run-id ID]  the chart's values for an experiment (k8s backend)
+    overlaylab helm-values FILE [--run-id ID] [--sweep]  the chart's values for an experiment (k8s backend)
 
 Inside a cluster or container network (what the chart's pods run):
     overlaylab peer FILE --run-id ID --release R --pod NAME ...     host the pod's nodes
     overlaylab drive FILE --run-id ID --release R --out DIR ...     the controller: carry out the plan
     overlaylab load-plan FILE --release R --out PLAN.json           the Locust users' plan
     overlaylab serve-results DIR                                    serve run directories as tar.gz
+    overlaylab sweep-point FILE --index K --out DIR                 one point of a sweep (an Indexed Job's index)
 """
 
 from __future__ import annotations
@@ -91,10 +92,18 @@ def cmd_sweep(args) -> int:
 
     exp = load_experiment(args.file, list(args.set or []))
     sweep_dir = run_sweep(args.file, list(args.set or []), Path(args.out or exp.outputs.dir), args.parallel,
-                          analyze=not args.no_analyze)
+                          analyze=not args.no_analyze, backend=args.backend)
     record = json.loads((sweep_dir / "sweep.json").read_text())
     console.print(f"sweep: {sweep_dir}/sweep.json, sweep.csv ({record['wall_s']} s)")
     return 1 if any(p["rc"] != 0 for p in record["points"]) else 0
+
+
+def cmd_sweep_point(args) -> int:
+    """One index of a sweep's Indexed Job: point ``--index`` of the file's sweep."""
+    from .sweep import points, run_point
+
+    _, todo = points(args.file)
+    return 0 if run_point(args.file, [], todo[args.index], Path(args.out))["rc"] == 0 else 1
 
 
 def cmd_analyze(args) -> int:
@@ -231,8 +240,14 @@ def cmd_schema(args) -> int:
 
 def cmd_helm_values(args) -> int:
     from . import plans
-    from .helm import helm_values
+    from .helm import helm_values, sweep_values
 
+    if args.sweep:
+        from .sweep import points
+
+        base, todo = points(args.file, list(args.set or []))
+        print(sweep_values(base, args.run_id or "manual", len(todo), base.sweep.parallel or 1), end="")
+        return 0
     exp = _load(args)
     print(helm_values(exp, plans.render(exp), args.run_id or "manual"), end="")
     return 0
@@ -334,6 +349,9 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--out", help="where the sweep's directory is created (default: outputs.dir)")
     sweep.add_argument("--parallel", type=int, help="points at once (default: sweep.parallel, else one per core)")
     sweep.add_argument("--no-analyze", action="store_true", help="run the points only")
+    sweep.add_argument("--backend", choices=["local", "k8s"], default="local",
+                       help="where the points (simulations) run: processes here, or an Indexed Job on the "
+                            "cluster of the file's k8s section")
     sweep.set_defaults(fn=cmd_sweep)
 
     analyze = sub.add_parser("analyze", help="(re)compute summary.json and report.html of a run")
@@ -375,6 +393,8 @@ def build_parser() -> argparse.ArgumentParser:
     values = sub.add_parser("helm-values", help="render the chart's values from an experiment file")
     experiment_args(values)
     values.add_argument("--run-id", help="run id the objects are labelled with (default: manual)")
+    values.add_argument("--sweep", action="store_true",
+                        help="the values of the file's sweep as an Indexed Job (what `sweep --backend k8s` installs)")
     values.set_defaults(fn=cmd_helm_values)
 
     def in_cluster(name, fn, help):
@@ -402,6 +422,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     load = in_cluster("load-plan", cmd_load_plan, "write the Locust users' plan (in a Locust pod)")
     load.add_argument("--out", required=True)
+
+    point = sub.add_parser("sweep-point", help="run one point of a sweep (an index of the sweep's Indexed Job)")
+    point.add_argument("file")
+    point.add_argument("--index", type=int, required=True)
+    point.add_argument("--out", required=True, help="the sweep's directory")
+    point.set_defaults(fn=cmd_sweep_point)
 
     results = sub.add_parser("serve-results", help="serve run directories as tar.gz over HTTP (results pod)")
     results.add_argument("dir")

@@ -30,6 +30,22 @@ CHART = Path(__file__).resolve().parent.parent / "helm" / "overlaylab"
 
 
 def helm_values(exp: Experiment, plan: plans.Plan, run_id: str) -> str:
+    return yaml.safe_dump(values_of(exp, plan, run_id), sort_keys=False)
+
+
+def sweep_values(base: Experiment, run_id: str, points: int, parallelism: int) -> str:
+    """The values of a sweep run as an Indexed Job (``overlaylab sweep --backend k8s``): the
+    points (simulations) of ``base``'s sweep, ``parallelism`` at a time, and the results volume
+    and server; no peers, controller, Locust or faults."""
+    values = values_of(base, plans.render(base), run_id)
+    values["locust"]["enabled"] = False
+    values["chaos"] = {"enabled": False, "delay": None, "loss": None, "partitions": [], "podKill": None}
+    values["tls"] = {"enabled": False}
+    values["sweep"] = {"points": points, "parallelism": parallelism}
+    return yaml.safe_dump(values, sort_keys=False)
+
+
+def values_of(exp: Experiment, plan: plans.Plan, run_id: str) -> dict:
     release = release_name(run_id)
     layout = pod_layout(exp, plan, release)
     p = exp.publications
@@ -47,9 +63,10 @@ def helm_values(exp: Experiment, plan: plans.Plan, run_id: str) -> str:
         "chaos": (chaos := chaos_values(exp, plan, layout)),
         "probes": {"timeoutSeconds": probe_timeout_s(chaos)},
         "tls": {"enabled": exp.tls()},
+        "sweep": {"points": 0, "parallelism": 1},
         "experiment": yaml.safe_load(dump_experiment(exp)),
     }
-    return yaml.safe_dump(values, sort_keys=False)
+    return values
 
 
 def probe_timeout_s(chaos: dict) -> int:
@@ -159,6 +176,10 @@ def values_schema() -> dict:
                     "startS": {"type": "number"}, "endS": {"type": "number"}}, ["every", "startS", "endS"])]},
             }, ["enabled"]),
             "probes": obj({"timeoutSeconds": {"type": "integer", "minimum": 1}}),
+            "sweep": obj({"points": {**integer, "description": "0: one experiment; N: the N points of the "
+                                     "experiment's sweep as an Indexed Job, and nothing else"},
+                          "parallelism": {"type": "integer", "minimum": 1}, "resources": resources},
+                         ["points", "parallelism"]),
             "experiment": exp_schema,
         }, ["runId", "image", "peers", "experiment"]),
         "$defs": defs,

@@ -84,34 +84,60 @@ def points(file: str | Path, overrides: list[str] = ()) -> tuple[Experiment, lis
     return base, found
 
 
+def run_point(file: str | Path, overrides: list[str], p: Point, sweep_dir: Path) -> dict:
+    """Run one point as an ``overlaylab run`` process into ``sweep_dir/<label>/`` (its log, its
+    run directory and ``point.json``: the row ``sweep.json`` lists it by)."""
+    where = sweep_dir / p.label
+    where.mkdir(parents=True)
+    cmd = [sys.executable, "-m", "controller.cli", "run", str(file), *(a for o in overrides for a in ("--set", o)),
+           *(a for o in p.overrides() for a in ("--set", o)), "--out", str(where), "--no-analyze"]
+    t0 = time.perf_counter()
+    with open(where / "log.txt", "wb") as log:
+        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
+    runs = sorted(d for d in where.iterdir() if d.is_dir())
+    row = {"point": p.label, "settings": p.settings, "seed": p.seed, "rc": rc,
+           "wall_s": round(time.perf_counter() - t0, 2), "run_dir": str(runs[0].relative_to(sweep_dir)) if runs else None}
+    (where / "point.json").write_text(json.dumps(row, indent=2) + "\n")
+    console.print(f"sweep: {p.label}: {'done' if rc == 0 else f'FAILED (rc {rc}, see {where}/log.txt)'}"
+                  f" in {row['wall_s']} s")
+    return row
+
+
+def point_row(sweep_dir: Path, p: Point) -> dict:
+    """The row point ``p`` wrote, found by its index (where the experiment went through Helm, a
+    value such as 1.0 comes back as 1 and the label differs), or a failed row where it wrote none."""
+    row = {"point": p.label, "settings": p.settings, "seed": p.seed, "rc": -1, "wall_s": None, "run_dir": None}
+    for path in sweep_dir.glob(f"{p.index:03d}_*/point.json"):
+        written = json.loads(path.read_text())
+        row.update(rc=written["rc"], wall_s=written["wall_s"], run_dir=written["run_dir"])
+    return row
+
+
 def run_sweep(file: str | Path, overrides: list[str], out: Path, parallel: int | None = None,
-              analyze: bool = True) -> Path:
-    """Run every point of ``file``'s sweep under a new directory in ``out``; returns it."""
+              analyze: bool = True, backend: str = "local") -> Path:
+    """Run every point of ``file``'s sweep under a new directory in ``out``; returns it.
+    ``backend`` "local": as processes here; "k8s": as the indexes of a Job on the cluster of
+    the file's ``k8s`` section."""
     base, todo = points(file, overrides)
-    sweep_dir = out / f"{base.name}-sweep-{time.strftime('%Y%m%d-%H%M%S')}"
-    sweep_dir.mkdir(parents=True)
+    sweep_id = f"{base.name}-sweep-{time.strftime('%Y%m%d-%H%M%S')}"
+    sweep_dir = out / sweep_id
     workers = parallel or base.sweep.parallel or os.cpu_count() or 1
-    console.print(f"sweep: {len(todo)} points, {workers} at a time -> {sweep_dir}")
+    console.print(f"sweep: {len(todo)} points, {workers} at a time ({backend}) -> {sweep_dir}")
     started = time.perf_counter()
+    if backend == "k8s":
+        from .runners.k8s import run_sweep_job
 
-    def run_point(p: Point) -> dict:
-        where = sweep_dir / p.label
-        where.mkdir()
-        cmd = [sys.executable, "-m", "controller.cli", "run", str(file), *(a for o in overrides for a in ("--set", o)),
-               *(a for o in p.overrides() for a in ("--set", o)), "--out", str(where), "--no-analyze"]
-        t0 = time.perf_counter()
-        with open(where / "log.txt", "wb") as log:
-            rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
-        runs = sorted(d for d in where.iterdir() if d.is_dir())
-        row = {"point": p.label, "settings": p.settings, "seed": p.seed, "rc": rc,
-               "wall_s": round(time.perf_counter() - t0, 2), "run_dir": str(runs[0].relative_to(sweep_dir)) if runs else None}
-        console.print(f"sweep: {p.label}: {'done' if rc == 0 else f'FAILED (rc {rc}, see {where}/log.txt)'}"
-                      f" in {row['wall_s']} s")
-        return row
-
-    with ThreadPoolExecutor(workers) as pool:
-        rows = list(pool.map(run_point, todo))
-    record = {"file": str(file), "overrides": list(overrides), "grid": base.sweep.grid,
+        bad = [p.label for p in todo if load_experiment(file, [*overrides, *p.overrides()]).backend != "sim"]
+        if bad:
+            raise ExperimentError(f"sweep --backend k8s runs points in sim; these are not: {', '.join(bad)} "
+                                  "(set backend: sim)")
+        run_sweep_job(base, sweep_id, len(todo), workers, out)
+        rows = [point_row(sweep_dir, p) for p in todo]
+    else:
+        sweep_dir.mkdir(parents=True)
+        with ThreadPoolExecutor(workers) as pool:
+            rows = list(pool.map(lambda p: run_point(file, overrides, p, sweep_dir), todo))
+    record = {"file": str(file), "overrides": list(overrides), "backend": backend, "grid": base.sweep.grid,
               "seeds": base.sweep.seeds or [base.seed], "parallel": workers,
               "wall_s": round(time.perf_counter() - started, 2), "points": rows}
     if analyze:

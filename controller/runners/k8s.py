@@ -28,7 +28,7 @@ import yaml
 
 from .. import plans
 from ..config import Experiment
-from ..helm import CHART, helm_values
+from ..helm import CHART, helm_values, sweep_values
 from ..hosting import release_name
 from ..progress import console, phase
 from ..rundir import RunDir
@@ -138,6 +138,12 @@ class Cluster:
         status = self.client.BatchV1Api(self.api_client).read_namespaced_job_status(name, self.namespace).status
         return "succeeded" if status.succeeded else "failed" if status.failed else "running"
 
+    def job_progress(self, name: str) -> tuple[bool, int, int]:
+        """(finished, indexes or pods succeeded, failed) of a Job of many completions."""
+        status = self.client.BatchV1Api(self.api_client).read_namespaced_job_status(name, self.namespace).status
+        done = any(c.type in ("Complete", "Failed") and c.status == "True" for c in status.conditions or [])
+        return done, status.succeeded or 0, status.failed or 0
+
     def job_logs(self, name: str) -> str:
         core = self.client.CoreV1Api(self.api_client)
         pods = core.list_namespaced_pod(self.namespace, label_selector=f"job-name={name}").items
@@ -198,10 +204,42 @@ class K8sRunner(Runner):
             raise K8sError(f"the controller Job failed; its log:\n{cluster.job_logs(job)}")
 
     def _collect(self, cluster: Cluster, release: str, rd: RunDir) -> None:
-        # A path without "/": the client percent-encodes the path parameter.
-        data = cluster.fetch(f"{release}-collector", "results", f"{rd.run_id}.tar.gz")
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-            tar.extractall(rd.path.parent, filter="data")
+        data = fetch_run(cluster, release, rd.run_id, rd.path.parent)
         if not (rd.path / "run.json").exists():
             raise K8sError(f"the fetched run directory has no run.json: {sorted(p.name for p in rd.path.iterdir())}")
         console.print(f"k8s: fetched {rd.run_id} ({len(data) / 1e6:.1f} MB)")
+
+
+def fetch_run(cluster: Cluster, release: str, run_id: str, out: Path) -> bytes:
+    """Fetch the run directory ``run_id`` from the release's results server into ``out``."""
+    # A path without "/": the client percent-encodes the path parameter.
+    data = cluster.fetch(f"{release}-collector", "results", f"{run_id}.tar.gz")
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        tar.extractall(out, filter="data")
+    return data
+
+
+def run_sweep_job(base: Experiment, run_id: str, points: int, parallelism: int, out: Path) -> None:
+    """Run the ``points`` of ``base``'s sweep as the indexes of one Job (the chart's sweep
+    mode) on the cluster of ``base.k8s``, and fetch the sweep's directory ``run_id`` into ``out``."""
+    k = base.k8s
+    release, selector = release_name(run_id), f"{RUN_ID_LABEL}={run_id}"
+    objects = render_chart(sweep_values(base, run_id, points, parallelism), release, k.namespace)
+    cluster = Cluster(k.namespace, k.context)
+    console.print(f"k8s: release {release} in namespace {k.namespace}: a Job of {points} indexes, {parallelism} at a time")
+    try:
+        for obj in objects:
+            cluster.create(obj)
+        with phase(f"k8s: sweep Job {release}-sweep", points) as advance:
+            while True:
+                done, succeeded, failed = cluster.job_progress(f"{release}-sweep")
+                advance(succeeded + failed)
+                if done:
+                    break
+                time.sleep(POLL_S)
+        data = fetch_run(cluster, release, run_id, out)
+        console.print(f"k8s: fetched {run_id} ({len(data) / 1e6:.1f} MB): {succeeded} points done, {failed} failed")
+    finally:
+        if k.teardown:
+            removed = sum(cluster.delete_labelled(kind, selector) for kind in TEARDOWN)
+            console.print(f"k8s: deleted {removed} objects labelled {selector}")

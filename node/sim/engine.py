@@ -15,6 +15,9 @@ import random
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
 
 from node.core.stack import Stack
 from node.core.types import Action, Descriptor, EventMsg, RemoteProtocolError, Send
@@ -39,7 +42,7 @@ class SpanColumns:
     _INTS = {"span_id": "q", "parent_span_id": "q", "time_ns": "q", "node": "q", "from_node": "q",
              "hops": "i", "first_copy": "b", "subscriber": "b"}
 
-    def __init__(self, sink: Callable[[dict[str, list]], None] | None = None, chunk: int = 500_000):
+    def __init__(self, sink: Callable[[dict[str, Any]], None] | None = None, chunk: int = 500_000):
         self.sink = sink
         self.chunk = chunk
         self.count = 0
@@ -55,21 +58,28 @@ class SpanColumns:
         if self.sink is not None and len(self._cols[0]) >= self.chunk:
             self.flush()
 
-    @property
-    def columns(self) -> dict[str, list]:
-        """The rows not flushed yet, a list of values per field of SPAN_FIELDS."""
+    def arrays(self) -> dict[str, Any]:
+        """The rows not flushed yet, a column per field of SPAN_FIELDS: numpy arrays (views of
+        the buffers; ``from_node`` masked where there is none) and lists of strings."""
         raw = dict(zip(SPAN_FIELDS, self._cols))
-        out = {f: list(raw[f]) for f in SPAN_FIELDS}
+        out: dict[str, Any] = {f: raw[f] for f in SPAN_FIELDS if f not in self._INTS}
+        for f, code in self._INTS.items():
+            out[f] = np.frombuffer(raw[f], dtype=np.dtype(code)) if raw[f] else np.zeros(0, np.dtype(code))
         out["span_id"] = [f"{x:016x}" for x in raw["span_id"]]
         out["parent_span_id"] = [f"{x:016x}" if x else None for x in raw["parent_span_id"]]
-        out["from_node"] = [None if x < 0 else x for x in raw["from_node"]]
-        out["first_copy"] = [bool(x) for x in raw["first_copy"]]
-        out["subscriber"] = [bool(x) for x in raw["subscriber"]]
+        out["from_node"] = np.ma.masked_less(out["from_node"], 0)
+        out["first_copy"] = out["first_copy"].astype(bool)
+        out["subscriber"] = out["subscriber"].astype(bool)
         return out
+
+    @property
+    def columns(self) -> dict[str, list]:
+        """``arrays`` as Python lists (None where there is no value)."""
+        return {f: v.tolist() if isinstance(v, np.ndarray) else v for f, v in self.arrays().items()}
 
     def flush(self) -> None:
         if self.sink is not None and self._cols[0]:
-            self.sink(self.columns)
+            self.sink(self.arrays())
             self._reset()
 
     def _reset(self) -> None:

@@ -14,8 +14,9 @@ import yaml
 
 from controller import plans
 from controller.config import load_experiment
-from controller.helm import CHART, helm_values, split_image, values_schema
+from controller.helm import CHART, helm_values, split_image, sweep_values, values_schema
 from controller.hosting import pod_layout, release_name
+from controller.sweep import points
 from tests.chart.render import NAMESPACE, golden, helm, render, scenarios
 from tests.k8s_schemas import validate
 
@@ -44,15 +45,28 @@ def test_rendered_objects_are_valid_and_equal_the_golden(name):
         kinds.append(obj["kind"])
         validate(obj)
         assert obj["metadata"]["labels"]["overlaylab.io/run-id"] == yaml.safe_load(SCENARIOS[name].read_text())["runId"]
-    assert {"StatefulSet", "Service", "Job", "Deployment", "Role", "RoleBinding", "ConfigMap"} <= set(kinds)
+    if name == "sweep":  # the points as one Indexed Job beside the results server; no peers, no controller
+        assert {"Job", "Deployment", "ConfigMap", "PersistentVolumeClaim"} <= set(kinds)
+        assert not {"StatefulSet", "Role", "RoleBinding"} & set(kinds)
+        [job] = [o for o in objects(text) if o["kind"] == "Job"]
+        assert job["spec"]["completionMode"] == "Indexed" and job["spec"]["completions"] == 4
+        assert job["spec"]["parallelism"] == 2 and job["spec"]["backoffLimitPerIndex"] == 0
+    else:
+        assert {"StatefulSet", "Service", "Job", "Deployment", "Role", "RoleBinding", "ConfigMap"} <= set(kinds)
     assert text == golden(name).read_text(), f"render of {name} changed: run `make chart-render` and review the diff"
 
 
 def test_ci_values_are_what_helm_values_renders_from_the_experiment_files():
     for name, values in SCENARIOS.items():
-        exp = load_experiment(f"experiments/k8s-{name}.yaml")
-        assert values.read_text() == helm_values(exp, plans.render(exp), f"ci-{name}"), \
-            f"ci/{values.name} is stale: overlaylab helm-values experiments/k8s-{name}.yaml --run-id ci-{name}"
+        file = f"experiments/k8s-{name}.yaml"
+        exp = load_experiment(file)
+        if exp.sweep.grid:
+            base, todo = points(file)
+            expected, flag = sweep_values(base, f"ci-{name}", len(todo), base.sweep.parallel or 1), " --sweep"
+        else:
+            expected, flag = helm_values(exp, plans.render(exp), f"ci-{name}"), ""
+        assert values.read_text() == expected, \
+            f"ci/{values.name} is stale: overlaylab helm-values {file} --run-id ci-{name}{flag}"
 
 
 @pytest.mark.parametrize("path", sorted(Path("experiments").glob("*.yaml")), ids=lambda p: p.stem)

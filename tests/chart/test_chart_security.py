@@ -27,7 +27,7 @@ def test_every_workload_passes_the_restricted_pod_security_standard(name):
     done = psa_check(render(SCENARIOS[name]))
     assert done.returncode == 0, done.stdout + done.stderr
     workloads = int(re.search(r"(\d+) workloads checked", done.stdout)[1])
-    assert workloads >= 4
+    assert workloads >= (3 if name == "sweep" else 4)  # a sweep: results server, the points' Job, helm test
 
 
 def test_the_pod_security_check_fails_a_container_that_may_escalate():

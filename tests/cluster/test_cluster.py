@@ -5,6 +5,7 @@ by pod deletion, each analysed; nothing labelled with a run id may be left after
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -25,7 +26,7 @@ CLUSTER_SETTINGS = [
     "k8s.storage_class=overlaylab-results", "k8s.ready_timeout_s=300",
 ]
 RESULTS_DIR = "/var/lib/overlaylab/results"
-RESULTS_VOLUMES = 12
+RESULTS_VOLUMES = 16
 """Static PersistentVolumes on one node directory, one per run's results claim: the cluster has
 no provisioner, and a pod that mounts a hostPath itself is refused by the restricted (and the
 baseline) Pod Security Standard."""
@@ -40,6 +41,9 @@ def api():
     core = client.CoreV1Api(api)
     core.patch_namespace("default", {"metadata": {"labels": {
         "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}})
+    for pv in core.list_persistent_volume().items:  # left by an earlier session on this cluster
+        if pv.metadata.name.startswith("overlaylab-results-"):
+            core.delete_persistent_volume(pv.metadata.name)
     for k in range(RESULTS_VOLUMES):
         core.create_persistent_volume({
             "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"overlaylab-results-{k}"},
@@ -173,3 +177,31 @@ def test_locust_master_and_workers_in_pods_publish_at_the_planned_rate(api, tmp_
     assert summary["load"]["offered_share_of_target"] >= 0.9 and summary["load"]["published_per_s"] >= 0.9 * 5
     assert summary["hit_ratio"] == 1.0
     assert wait_gone(api, summary["run_id"]) == []
+
+
+def digest(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_sweep_runs_as_an_indexed_job_and_gives_the_runs_it_gives_here(api, tmp_path):
+    """`overlaylab sweep --backend k8s`: the 4 points of experiments/k8s-sweep.yaml as the indexes
+    of one Job, 2 at a time; fetched, analysed here, and byte for byte the runs the same points
+    give as local processes (a simulation is a function of its file and seed)."""
+    done = overlaylab("sweep", "experiments/k8s-sweep.yaml", "--backend", "k8s", "--out", str(tmp_path / "k8s"), *sets())
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    [on_k8s] = (tmp_path / "k8s").iterdir()
+    record = json.loads((on_k8s / "sweep.json").read_text())
+    assert record["backend"] == "k8s" and [p["rc"] for p in record["points"]] == [0, 0, 0, 0]
+    assert [r["status"] for r in record["rows"]] == ["ok"] * 4
+    flooding = [r for r in record["rows"] if r["protocol.params.gamma"] == 1.0]
+    assert len(flooding) == 2 and all(r["hit ratio"] == 1.0 for r in flooding)
+
+    here = overlaylab("sweep", "experiments/k8s-sweep.yaml", "--out", str(tmp_path / "here"), "--no-analyze", *sets())
+    assert here.returncode == 0, here.stdout[-3000:] + here.stderr[-3000:]
+    [local] = (tmp_path / "here").iterdir()
+    local_points = json.loads((local / "sweep.json").read_text())["points"]
+    for a, b in zip(record["points"], local_points, strict=True):
+        assert a["point"] == b["point"]
+        for name in ("traces/spans.parquet", "snapshots.jsonl", "stats.jsonl"):
+            assert digest(on_k8s / a["run_dir"] / name) == digest(local / b["run_dir"] / name), (a["point"], name)
+    assert wait_gone(api, on_k8s.name) == []

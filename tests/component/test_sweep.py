@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from controller.cli import main
+from controller.sweep import point_row, points
 from tests.conftest import ROOT
 
 
@@ -70,3 +71,10 @@ def test_an_empty_grid_value_list_names_the_path(tmp_path, capsys):
         main(["sweep", file, "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert "sweep.grid" in err and "nodes.count: no values" in err
+
+
+def test_a_point_that_wrote_no_result_is_a_failed_row(tmp_path):
+    """What the k8s path reads back for an index whose pod never wrote its point.json."""
+    _, todo = points(sweep_file(tmp_path, {"nodes.count": [30]}, seeds=[1]))
+    assert point_row(tmp_path, todo[0]) == {"point": "000_count-30_s1", "settings": {"nodes.count": 30}, "seed": 1,
+                                             "rc": -1, "wall_s": None, "run_dir": None}
