@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from .stack import ExchangeLayer
 from .types import Action, Descriptor, Gossip, LocalProtocolError, NodeId, Topic
@@ -43,7 +43,6 @@ class TopicBits:
     def __init__(self) -> None:
         self.bit: dict[Topic, int] = {}
         self.masks: dict[frozenset[Topic], int] = {}
-        self.ladders: dict[int, tuple[Priorities, PriorityLadder]] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         return {}
@@ -59,24 +58,6 @@ class TopicBits:
             mask = self.masks[topics] = self.bits(topics)
         return mask
 
-    def ladder(self, priorities: Priorities) -> PriorityLadder:
-        """A profile's priorities for ``rank``, memoized per priorities tuple (by identity: copies
-        of a profile share it, and hashing a heavy subscriber's priorities costs as much as
-        building the ladder). The entry holds the tuple, so its id is not reused while cached."""
-        hit = self.ladders.get(id(priorities))
-        if hit is not None and hit[0] is priorities:
-            return hit[1]
-        if len(self.ladders) >= self.MAX_MASKS:
-            self.ladders.clear()
-        prio = dict(priorities)
-        levels: dict[int, set[Topic]] = {}
-        for t, p in prio.items():
-            levels.setdefault(p, set()).add(t)
-        ladder = PriorityLadder(prio, [(p, self.bits(ts)) for p, ts in sorted(levels.items(), reverse=True)],
-                                self.bits(prio))
-        self.ladders[id(priorities)] = (priorities, ladder)
-        return ladder
-
     def bits(self, topics: Iterable[Topic]) -> int:
         mask = 0
         for t in topics:
@@ -85,20 +66,6 @@ class TopicBits:
                 bit = self.bit[t] = len(self.bit)
             mask |= 1 << bit
         return mask
-
-
-Priorities = tuple[tuple[Topic, int], ...]
-
-
-class PriorityLadder(NamedTuple):
-    """A target's priorities as ``rank`` reads them."""
-
-    prio: dict[Topic, int]
-    levels: list[tuple[int, int]]
-    """(priority, bitset of the topics at it), highest first: in max mode a candidate's first key
-    is the first level it shares a topic with."""
-    prioritized: int
-    """Every topic with a priority: most candidates share none of them and skip the levels."""
 
 
 def rank(target: Descriptor, candidates: Iterable[Descriptor], k: int, rng: random.Random, bits: TopicBits,
@@ -112,7 +79,14 @@ def rank(target: Descriptor, candidates: Iterable[Descriptor], k: int, rng: rand
     candidate)."""
     tid, by_max = target.node_id, priority_mode == "max"
     wanted = bits.mask(target.topics)
-    prio, ladder, prioritized = bits.ladder(target.priorities)
+    prio = dict(target.priorities)
+    # max mode: the target's topics by priority as bitsets, highest first; a candidate's first
+    # key is the first level it shares a topic with
+    levels: dict[int, set[Topic]] = {}
+    for t, p in prio.items():
+        levels.setdefault(p, set()).add(t)
+    ladder = [(p, bits.bits(ts)) for p, ts in sorted(levels.items(), reverse=True)]
+    prioritized = bits.bits(prio)  # most candidates share none of these: skip the ladder
     masks = bits.masks
     groups: dict[tuple[int, int], list[Descriptor]] = {}
     for c in candidates:  # the hottest loop of the simulator: kept flat

@@ -12,12 +12,8 @@ from __future__ import annotations
 import hashlib
 import heapq
 import random
-from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
-
-import numpy as np
 
 from node.core.stack import Stack
 from node.core.types import Action, Descriptor, EventMsg, RemoteProtocolError, Send
@@ -34,56 +30,29 @@ SPAN_FIELDS = (
 
 
 class SpanColumns:
-    """Span records in typed columns (8 bytes an integer, a reference a shared string, span ids
-    kept as their sequence numbers: 0 for none); ``columns`` renders them as the span schema's
-    values. ``flush`` hands full chunks to ``sink``, so memory is bounded by ``chunk`` rows
-    whatever the run's length."""
+    """Span records in columns; ``flush`` hands full chunks to ``sink`` to bound memory."""
 
-    _INTS = {"span_id": "q", "parent_span_id": "q", "time_ns": "q", "node": "q", "from_node": "q",
-             "hops": "i", "first_copy": "b", "subscriber": "b"}
-
-    def __init__(self, sink: Callable[[dict[str, Any]], None] | None = None, chunk: int = 500_000):
+    def __init__(self, sink: Callable[[dict[str, list]], None] | None = None, chunk: int = 500_000):
         self.sink = sink
         self.chunk = chunk
         self.count = 0
         self._reset()
 
-    def add(self, trace_id: str, span_seq: int, parent_seq: int, name: str, time_ns: int, node: int,
-            from_node: int | None, event_id: str, topic: str, hops: int, first_copy: bool, subscriber: bool) -> None:
-        values = (trace_id, span_seq, parent_seq, name, time_ns, node, -1 if from_node is None else from_node,
-                  event_id, topic, hops, first_copy, subscriber)
-        for column, v in zip(self._cols, values):
+    def add(self, *values) -> None:
+        for column, v in zip(self._lists, values):
             column.append(v)
         self.count += 1
-        if self.sink is not None and len(self._cols[0]) >= self.chunk:
+        if self.sink is not None and len(self._lists[0]) >= self.chunk:
             self.flush()
 
-    def arrays(self) -> dict[str, Any]:
-        """The rows not flushed yet, a column per field of SPAN_FIELDS: numpy arrays (views of
-        the buffers; ``from_node`` masked where there is none) and lists of strings."""
-        raw = dict(zip(SPAN_FIELDS, self._cols))
-        out: dict[str, Any] = {f: raw[f] for f in SPAN_FIELDS if f not in self._INTS}
-        for f, code in self._INTS.items():
-            out[f] = np.frombuffer(raw[f], dtype=np.dtype(code)) if raw[f] else np.zeros(0, np.dtype(code))
-        out["span_id"] = [f"{x:016x}" for x in raw["span_id"]]
-        out["parent_span_id"] = [f"{x:016x}" if x else None for x in raw["parent_span_id"]]
-        out["from_node"] = np.ma.masked_less(out["from_node"], 0)
-        out["first_copy"] = out["first_copy"].astype(bool)
-        out["subscriber"] = out["subscriber"].astype(bool)
-        return out
-
-    @property
-    def columns(self) -> dict[str, list]:
-        """``arrays`` as Python lists (None where there is no value)."""
-        return {f: v.tolist() if isinstance(v, np.ndarray) else v for f, v in self.arrays().items()}
-
     def flush(self) -> None:
-        if self.sink is not None and self._cols[0]:
-            self.sink(self.arrays())
+        if self.sink is not None and self._lists[0]:
+            self.sink(self.columns)
             self._reset()
 
     def _reset(self) -> None:
-        self._cols: list = [array(self._INTS[f]) if f in self._INTS else [] for f in SPAN_FIELDS]
+        self.columns = {f: [] for f in SPAN_FIELDS}
+        self._lists = list(self.columns.values())
 
 
 class Simulation:
@@ -199,7 +168,7 @@ class Simulation:
         self._seq += 1
         heapq.heappush(self._queue, (at, self._seq, kind, data))
 
-    def _deliver(self, src: int, dst: int, msg, parent_span: int | None) -> None:
+    def _deliver(self, src: int, dst: int, msg, parent_span: str | None) -> None:
         if dst not in self.alive:
             self.stats[src][LOST_TO_DEAD_PEER] += 1
             if src in self.alive:  # the sender's transport sees the peer gone
@@ -215,12 +184,12 @@ class Simulation:
         if self.validate:
             core.validate()
 
-    def _execute(self, node_id: int, actions: list[Action], parent_span: int | None) -> None:
+    def _execute(self, node_id: int, actions: list[Action], parent_span: str | None) -> None:
         interpret(self.nodes[node_id], actions, self.stats[node_id], self, parent_span)
 
     # --- ActionDriver ---------------------------------------------------------------------------
 
-    def send(self, node: int, a: Send, span: int | None) -> None:
+    def send(self, node: int, a: Send, span: str | None) -> None:
         msg = a.msg
         if self.wire_codec:
             msg, size = codec.roundtrip(msg, node)
@@ -238,14 +207,14 @@ class Simulation:
         self._timers[(node, name)] = at
         self._push(at, _TIMER, (node, name))
 
-    def span(self, r: SpanRecord, parent: int | None) -> int:
-        """Record a span; returns its id's sequence number (its id is that in 16 hex digits)."""
+    def span(self, r: SpanRecord, parent: str | None) -> str:
         e = r.event
         trace_id = self._trace_ids.get(e.event_id)
         if trace_id is None:
             trace_id = hashlib.blake2b(f"{self._seed}:{e.event_id}".encode(), digest_size=16).hexdigest()
             self._trace_ids[e.event_id] = trace_id
         self._span_seq += 1
-        self.spans.add(trace_id, self._span_seq, parent or 0, r.name, round(self.now * 1e9), r.node, r.src,
+        span_id = f"{self._span_seq:016x}"
+        self.spans.add(trace_id, span_id, parent, r.name, round(self.now * 1e9), r.node, r.src,
                        e.event_id, e.topic, e.hops, r.first_copy, r.subscriber)
-        return self._span_seq
+        return span_id
