@@ -11,7 +11,7 @@ and the others carry on. Then every run is analysed in one Spark session, and th
 
     sweep-dir/
       sweep.json, sweep.csv      the points, their status and headline metrics
-      000_nodes.count-1000_s1/   a point: log.txt and its run directory
+      000_count-1000_s1/         a point: log.txt, point.json and its run directory
 """
 
 from __future__ import annotations
