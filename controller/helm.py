@@ -30,43 +30,44 @@ CHART = Path(__file__).resolve().parent.parent / "helm" / "overlaylab"
 
 
 def helm_values(exp: Experiment, plan: plans.Plan, run_id: str) -> str:
-    return yaml.safe_dump(values_of(exp, plan, run_id), sort_keys=False)
+    release = release_name(run_id)
+    layout = pod_layout(exp, plan, release)
+    p = exp.publications
+    chaos = chaos_values(exp, plan, layout)
+    return _dump(exp, run_id, {
+        "peers": {"replicas": len(layout.peer_pods), "churners": len(layout.churner_pods),
+                  "port": exp.k8s.peer_port, "controlPort": exp.k8s.control_port, "perPod": exp.k8s.peers_per_pod},
+        "locust": {"enabled": p.driver == "locust", "workers": exp.k8s.locust_workers,
+                   "ratePerUser": p.rate_per_s / p.locust_users},
+        "chaos": chaos,
+        "probes": {"timeoutSeconds": probe_timeout_s(chaos)},
+        "tls": {"enabled": exp.tls()},
+        "sweep": {"points": 0, "parallelism": 1},
+    })
 
 
 def sweep_values(base: Experiment, run_id: str, points: int, parallelism: int) -> str:
     """The values of a sweep run as an Indexed Job (``overlaylab sweep --backend k8s``): the
-    points (simulations) of ``base``'s sweep, ``parallelism`` at a time, and the results volume
-    and server; no peers, controller, Locust or faults."""
-    values = values_of(base, plans.render(base), run_id)
-    values["locust"]["enabled"] = False
-    values["chaos"] = {"enabled": False, "delay": None, "loss": None, "partitions": [], "podKill": None}
-    values["tls"] = {"enabled": False}
-    values["sweep"] = {"points": points, "parallelism": parallelism}
-    return yaml.safe_dump(values, sort_keys=False)
+    points (simulations) of ``base``'s sweep, ``parallelism`` at a time, beside the results
+    volume and server; no peers, controller, Locust, faults or certificates (the chart's
+    defaults for those keys render nothing in sweep mode), and no plan to render."""
+    return _dump(base, run_id, {"tls": {"enabled": False}, "sweep": {"points": points, "parallelism": parallelism}})
 
 
-def values_of(exp: Experiment, plan: plans.Plan, run_id: str) -> dict:
-    release = release_name(run_id)
-    layout = pod_layout(exp, plan, release)
-    p = exp.publications
+def _dump(exp: Experiment, run_id: str, specific: dict) -> str:
+    """The values every release has (run id, image, Collector, results volume, the experiment)
+    around ``specific``."""
     repository, tag = split_image(exp.k8s.image)
     values = {
         "runId": run_id,
         "image": {"repository": repository, "tag": tag, "pullPolicy": exp.k8s.image_pull_policy},
-        "peers": {"replicas": len(layout.peer_pods), "churners": len(layout.churner_pods),
-                  "port": exp.k8s.peer_port, "controlPort": exp.k8s.control_port, "perPod": exp.k8s.peers_per_pod},
         "collector": {"image": exp.k8s.collector_image},
         "results": {"storageClass": exp.k8s.storage_class or "", "size": exp.k8s.storage_size,
                     "accessMode": exp.k8s.storage_access_mode, "hostPath": exp.k8s.results_host_path or ""},
-        "locust": {"enabled": p.driver == "locust", "workers": exp.k8s.locust_workers,
-                   "ratePerUser": p.rate_per_s / p.locust_users},
-        "chaos": (chaos := chaos_values(exp, plan, layout)),
-        "probes": {"timeoutSeconds": probe_timeout_s(chaos)},
-        "tls": {"enabled": exp.tls()},
-        "sweep": {"points": 0, "parallelism": 1},
+        **specific,
         "experiment": yaml.safe_load(dump_experiment(exp)),
     }
-    return values
+    return yaml.safe_dump(values, sort_keys=False)
 
 
 def probe_timeout_s(chaos: dict) -> int:

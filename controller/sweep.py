@@ -66,8 +66,10 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
 
 
-def points(file: str | Path, overrides: list[str] = ()) -> tuple[Experiment, list[Point]]:
-    """The file's base experiment and its points, each validated."""
+def points(file: str | Path, overrides: list[str] = (), *, check: bool = True,
+           sim_only: bool = False) -> tuple[Experiment, list[Point]]:
+    """The file's base experiment and its points, each validated (``check``; an index of the
+    sweep's Job trusts the sweep that made it) and, with ``sim_only``, each a simulation."""
     base = load_experiment(file, overrides)
     grid = base.sweep.grid
     if not grid:
@@ -76,11 +78,15 @@ def points(file: str | Path, overrides: list[str] = ()) -> tuple[Experiment, lis
     combos = list(itertools.product(*grid.values()))
     found = [Point(k, dict(zip(grid, combo)), seed)
              for k, (combo, seed) in enumerate(itertools.product(combos, seeds))]
-    for p in found:
+    for p in found if check else ():
         try:
-            check_data_files(load_experiment(file, [*overrides, *p.overrides()]), str(file))
+            exp = load_experiment(file, [*overrides, *p.overrides()])
+            check_data_files(exp, str(file))
         except ExperimentError as e:
             raise ExperimentError(f"sweep point {p.label}:\n{e}") from None
+        if sim_only and exp.backend != "sim":
+            raise ExperimentError(f"sweep point {p.label}: backend {exp.backend}; a sweep over --backend k8s "
+                                  "runs simulations (set backend: sim)")
     return base, found
 
 
@@ -113,12 +119,13 @@ def point_row(sweep_dir: Path, p: Point) -> dict:
     return row
 
 
-def run_sweep(file: str | Path, overrides: list[str], out: Path, parallel: int | None = None,
+def run_sweep(file: str | Path, overrides: list[str], out: Path | None = None, parallel: int | None = None,
               analyze: bool = True, backend: str = "local") -> Path:
-    """Run every point of ``file``'s sweep under a new directory in ``out``; returns it.
-    ``backend`` "local": as processes here; "k8s": as the indexes of a Job on the cluster of
-    the file's ``k8s`` section."""
-    base, todo = points(file, overrides)
+    """Run every point of ``file``'s sweep under a new directory in ``out`` (default: the file's
+    ``outputs.dir``); returns it. ``backend`` "local": as processes here; "k8s": as the indexes
+    of a Job on the cluster of the file's ``k8s`` section."""
+    base, todo = points(file, overrides, sim_only=backend == "k8s")
+    out = out or Path(base.outputs.dir)
     sweep_id = f"{base.name}-sweep-{time.strftime('%Y%m%d-%H%M%S')}"
     sweep_dir = out / sweep_id
     workers = parallel or base.sweep.parallel or os.cpu_count() or 1
@@ -127,10 +134,6 @@ def run_sweep(file: str | Path, overrides: list[str], out: Path, parallel: int |
     if backend == "k8s":
         from .runners.k8s import run_sweep_job
 
-        bad = [p.label for p in todo if load_experiment(file, [*overrides, *p.overrides()]).backend != "sim"]
-        if bad:
-            raise ExperimentError(f"sweep --backend k8s runs points in sim; these are not: {', '.join(bad)} "
-                                  "(set backend: sim)")
         run_sweep_job(base, sweep_id, len(todo), workers, out)
         rows = [point_row(sweep_dir, p) for p in todo]
     else:

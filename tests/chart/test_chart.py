@@ -81,6 +81,18 @@ def test_every_experiment_file_renders_into_values_the_chart_accepts(path, tmp_p
     assert done.returncode == 0, done.stderr[:2000]
 
 
+def test_a_sweep_of_simulations_with_churn_renders(tmp_path):
+    """A sweep's values carry no plan: churn that keeps state across rejoins (which pods cannot)
+    is fine for simulations swept as an Indexed Job."""
+    exp = load_experiment("experiments/churn-sessions.yaml", ["backend=sim", "churn.rejoin=keep_state"])
+    values = tmp_path / "values.yaml"
+    values.write_text(sweep_values(exp, "r1", 3, 2))
+    done = helm("template", "r1", str(CHART), "-f", str(values), "--namespace", NAMESPACE)
+    assert done.returncode == 0, done.stderr[:2000]
+    [job] = [o for o in objects(done.stdout) if o["kind"] == "Job"]
+    assert job["metadata"]["name"] == "r1-sweep" and job["spec"]["completions"] == 3
+
+
 def test_values_schema_is_generated_from_the_experiment_schema():
     on_disk = json.loads((CHART / "values.schema.json").read_text())
     assert on_disk == values_schema(), "values.schema.json is stale: run `make chart-schema`"
