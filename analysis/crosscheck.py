@@ -116,7 +116,7 @@ def compute(run_dir: str | Path) -> dict:
     def pct(values: list[float], q: float) -> float | None:
         return float(np.percentile(values, q)) if values else None
 
-    return {
+    out = {
         "events": sum(s["name"] == "publish" for s in spans),
         "expected_receivers": expected, "deliveries": delivered,
         "hit_ratio": delivered / expected if expected else None,
@@ -133,6 +133,26 @@ def compute(run_dir: str | Path) -> dict:
         "spans": {"lost_at_least": len({s["parent_span_id"] for s in raw if s["parent_span_id"]}
                                         - {s["span_id"] for s in raw})},
     }
+    if meta["protocol"] == "static_gossip":
+        out["protocol_metrics"] = reach(spans, meta["nodes"])
+    return out
+
+
+def reach(spans: list[Span], nodes: int) -> dict:
+    """Receivers per event (the publisher and every node with a copy), their mean over all events
+    and its spread over the networks (a network is node // nodes), and the largest hop count."""
+    got: dict[str, set[int]] = defaultdict(set)
+    for s in spans:
+        if s["name"] == "receive":
+            got[s["event_id"]].add(s["node"])
+    by_network: dict[int, list[int]] = defaultdict(list)
+    for p in (s for s in spans if s["name"] == "publish"):
+        by_network[p["node"] // nodes].append(len(got[p["event_id"]] | {p["node"]}))
+    every = [r for rs in by_network.values() for r in rs]
+    means = [float(np.mean(by_network[k])) for k in sorted(by_network)]
+    return {"receivers_mean": float(np.mean(every)) if every else None,
+            "receivers_sd_across_networks": float(np.std(means, ddof=1)) if len(means) > 1 else 0.0,
+            "max_hops": max((s["hops"] for s in spans if s["name"] == "receive"), default=0)}
 
 
 def scored(spans: list[Span]) -> tuple[list[Span], dict]:

@@ -142,6 +142,19 @@ def per_event(dels: DataFrame, pubs: DataFrame) -> DataFrame:
     return out.select("event_id", "topic", "publisher", "t0_ns", "expected", "delivered", *cols)
 
 
+def reach(spans: DataFrame, pubs: DataFrame) -> DataFrame:
+    """Per event: ``receivers`` (distinct nodes that got a copy, the publisher included: relays
+    and subscribers alike, ferretti-gossip.md §9.1), ``copies`` (every copy received: the event's
+    messages) and ``max_hops`` (of any copy; 0 when none)."""
+    got = (spans.where(F.col("name") == "receive").join(pubs.select("event_id", "publisher"), "event_id")
+           .groupBy("event_id")
+           .agg(F.count_distinct(F.when(F.col("node") != F.col("publisher"), F.col("node"))).alias("others"),
+                F.count("*").alias("copies"), F.max("hops").alias("max_hops")))
+    return pubs.select("event_id").join(got, "event_id", "left").select(
+        "event_id", (F.coalesce("others", F.lit(0)) + 1).alias("receivers"),
+        F.coalesce("copies", F.lit(0)).alias("copies"), F.coalesce("max_hops", F.lit(0)).alias("max_hops"))
+
+
 def copies(spans: DataFrame) -> DataFrame:
     """One row: total copies received, distinct (event, node) receipts, copies at non-subscribers."""
     r = spans.where(F.col("name") == "receive")

@@ -141,6 +141,18 @@ def cmd_crosscheck(args) -> int:
     return 1 if bad else 0
 
 
+def cmd_model(args) -> int:
+    from . import model
+
+    results = Path(args.results) if args.results else None
+    grid, rows = model.model_table(args.file, args.set or [], results)
+    model.print_table(grid, rows)
+    out = Path(args.out) if args.out else results or Path(".")
+    model.write(out, grid, rows)
+    console.print(f"model: {out}/model.json, model.csv, model.png")
+    return 0
+
+
 def cmd_synthetic(args) -> int:
     from analysis.synthetic import write_synthetic_run
 
@@ -352,6 +364,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="where the points (simulations) run: processes here, or an Indexed Job on the "
                             "cluster of the file's k8s section")
     sweep.set_defaults(fn=cmd_sweep)
+
+    mdl = sub.add_parser("model", help="the analytic gossip model (ferretti-gossip.md) on the file's sweep grid, "
+                                       "against simulation")
+    experiment_args(mdl)
+    mdl.add_argument("--results", help="a sweep directory of the same file: its simulated receivers beside the model")
+    mdl.add_argument("--out", help="where model.json/.csv/.png go (default: --results, else here)")
+    mdl.set_defaults(fn=cmd_model)
 
     analyze = sub.add_parser("analyze", help="(re)compute summary.json and report.html of a run")
     analyze.add_argument("run_dir", help="a run directory, or its URI in object storage (s3a://bucket/runs/RUN)")

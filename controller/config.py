@@ -8,6 +8,7 @@ own config dataclass in ``node/core`` (one source of truth), chosen by ``protoco
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
@@ -190,9 +191,75 @@ def _tagged(*models) -> tuple:
     return tuple(Annotated[m, Tag(m.model_fields["model"].annotation.__args__[0])] for m in models)
 
 
+class BernoulliWorkload(Strict):
+    """Each node subscribes to each topic independently with probability sigma (the σ of
+    ferretti-gossip.md §2, drawn once per node and network); a node may subscribe to nothing."""
+
+    model: Literal["bernoulli"]
+    topics: PositiveInt = 1
+    """Number of topics (the paper's analysis has one event type)."""
+    sigma: float = Field(0.1, ge=0.0, le=1.0)
+    """σ: probability that a node subscribes to a topic."""
+
+
 Workload = Annotated[
-    Union[_tagged(UniformWorkload, ZipfWorkload, SpiderCastWorkload, StanGridWorkload, SocialWorkload, TraceWorkload)],
+    Union[_tagged(UniformWorkload, ZipfWorkload, SpiderCastWorkload, StanGridWorkload, SocialWorkload, TraceWorkload,
+                  BernoulliWorkload)],
     _by_model("uniform"),
+]
+
+
+class NoTopology(Strict):
+    """No fixed graph: each node starts from ``nodes.contacts`` and its protocol builds the overlay."""
+
+    model: Literal["none"] = "none"
+
+
+class PoissonTopology(Strict):
+    """Configuration model with Poisson degrees (ferretti-gossip.md §4.1)."""
+
+    model: Literal["poisson"]
+    mean_degree: PositiveFloat = 5.0
+    """λ: the mean of the Poisson degree distribution."""
+
+
+class ConfigurationTopology(Strict):
+    """Configuration model from a degree sequence: one degree per line, in node order."""
+
+    model: Literal["configuration"]
+    degrees: str
+    """The degree-sequence file (relative paths resolve against the experiment file's folder)."""
+
+
+class AclTopology(Strict):
+    """Aiello-Chung-Lu power law (ferretti-gossip.md §4.2): floor(e^a / x^b) nodes of degree x, for
+    x = 1 .. floor(e^(a/b)); it fixes the node count (a = 6, b = 1: 2,482)."""
+
+    model: Literal["acl"]
+    a: PositiveFloat = 6.0
+    """Scale: e^a nodes of degree 1."""
+    b: PositiveFloat = 1.0
+    """Power-law exponent of the degree distribution."""
+
+    def size(self) -> int:
+        """N = the sum over x of floor(e^a / x^b)."""
+        return sum(math.floor(math.exp(self.a) / x ** self.b) for x in range(1, math.floor(math.exp(self.a / self.b)) + 1))
+
+
+class SmallWorldTopology(Strict):
+    """Watts-Strogatz small world: a ring lattice of ``neighbours`` links per node, each rewired
+    with probability ``rewire``."""
+
+    model: Literal["small_world"]
+    neighbours: PositiveInt = 4
+    """Lattice degree (each node links to neighbours / 2 on each side; rounded down to even)."""
+    rewire: float = Field(0.1, ge=0.0, le=1.0)
+    """Probability of rewiring each lattice link to a random node."""
+
+
+Topology = Annotated[
+    Union[_tagged(NoTopology, PoissonTopology, ConfigurationTopology, AclTopology, SmallWorldTopology)],
+    _by_model("none"),
 ]
 
 
@@ -222,6 +289,9 @@ class Publications(Strict):
     """Topic of each event (mode rate): uniform over non-empty topics, or in proportion to subscribers."""
     payload_bytes: int = Field(64, ge=0, le=65536)
     """Payload size of each event."""
+    publisher: Literal["subscriber", "any"] = "subscriber"
+    """Who publishes an event: a random (online) subscriber of its topic, or any random online
+    node (ferretti-gossip.md §10 item 7: sources need not subscribe)."""
 
 
 class Lengths(Strict):
@@ -408,6 +478,11 @@ class Sim(Strict):
     gamma, ttl), so each variant is exactly the run its own file gives from scratch."""
     parallel_variants: PositiveInt | None = None
     """How many variants run at once (default: the machine's cores)."""
+    networks: PositiveInt = 1
+    """Independent networks simulated side by side in one run, as the papers average over random
+    graphs: each has nodes.count nodes (ids k * nodes.count + i), its own topology, subscriptions
+    and publications from a seed derived from (seed, k), and its own topics (``nK.`` prefix).
+    The summary reports reach per network (static_gossip) and over all."""
 
 
 class Sweep(Strict):
@@ -507,6 +582,9 @@ class Experiment(Strict):
     protocol: ProtocolSpec = Field(default_factory=lambda: PROTOCOL_MODELS["gossip"](name="gossip"))
     """Protocol name and its parameters (defaults from the protocol spec)."""
     nodes: Nodes = Nodes()
+    topology: Topology = Field(default_factory=NoTopology)
+    """A fixed graph the nodes start from (their contacts are their neighbours in it): built by
+    the controller from the seed, once per network, for protocols with a static topology layer."""
     workload: Workload = Field(default_factory=UniformWorkload)
     churn: Churn = Churn()
     publications: Publications = Publications()
@@ -531,6 +609,20 @@ class Experiment(Strict):
                 variant_params(self.protocol, overrides)
             except ValueError as e:
                 raise ValueError(f"sim.variants[{k}]: {e}") from None
+        return self
+
+    @model_validator(mode="after")
+    def _networks(self) -> Experiment:
+        if isinstance(self.topology, AclTopology) and self.topology.size() != self.nodes.count:
+            raise ValueError(f"topology: acl a={self.topology.a:g} b={self.topology.b:g} has {self.topology.size()} nodes; "
+                             f"set nodes.count: {self.topology.size()} (got {self.nodes.count})")
+        if self.sim.networks > 1:
+            if self.backend != "sim":
+                raise ValueError("sim.networks: only the sim backend runs several networks in one run")
+            if self.churn.model != "none" or self.churn.phases or self.network.partitions:
+                raise ValueError("sim.networks: runs of several networks take no churn and no partitions")
+            if self.sim.variants:
+                raise ValueError("sim.networks: several networks and sim.variants do not combine")
         return self
 
     def tls(self) -> bool:
@@ -622,7 +714,8 @@ def check_data_files(exp: Experiment, source: str = "<experiment>") -> None:
         raise ExperimentError("\n".join([f"{source}: {len(missing)} missing data file(s)", *missing]))
 
 
-PATH_FIELDS = (("workload", "path"), ("workload", "graph"), ("churn", "path"), ("network", "delay", "path"))
+PATH_FIELDS = (("workload", "path"), ("workload", "graph"), ("churn", "path"), ("network", "delay", "path"),
+               ("topology", "degrees"))
 
 
 def data_dir() -> Path:

@@ -30,13 +30,14 @@ class PartitionWindow:
 
 
 class NetworkPlan:
-    def __init__(self, exp: Experiment) -> None:
+    def __init__(self, exp: Experiment, n: int | None = None) -> None:
+        """``n``: the nodes of the run (default ``nodes.count``; more with ``sim.networks``)."""
         self.seed = exp.seed
         net = exp.network
         self.model = net.delay
         self.rule = LinkRule(jitter_ms=net.jitter_ms, loss=net.loss)
         self.bandwidth_kbps = net.bandwidth_kbps
-        n = exp.nodes.count
+        n = exp.nodes.count if n is None else n
         rng = random.Random(f"{exp.seed}:network")
         self._cache: dict[tuple[int, int], float] = {}
         if isinstance(self.model, GeoDelay):

@@ -7,10 +7,11 @@ Times are run times: seconds from the start of the run; the warm-up ends at ``ph
 
 from __future__ import annotations
 
+import hashlib
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from . import churn, workloads
+from . import churn, topology, workloads
 from .config import Experiment
 from .datafiles import PlanError
 from .network import NetworkPlan
@@ -34,15 +35,60 @@ class Plan:
     network: NetworkPlan
     end_s: float
     skipped_publications: int = 0
+    topology: list[dict] = field(default_factory=list)
+    """Stats of each network's static graph (``topology.stats``); empty without one."""
+    static: bool = False
+    """The contacts are a fixed graph (``topology``): a rejoining node gets its neighbours back."""
 
 
 def render(exp: Experiment) -> Plan:
-    subs = workloads.render(exp)
-    times, topics = publication_slots(exp, subs)
+    """The plan of every network (``sim.networks``; one unless set): network k's nodes are
+    k * nodes.count + i, its topics carry the prefix ``nK.``, and it is drawn from its own seed."""
+    networks, n = exp.sim.networks, exp.nodes.count
+    parts = [_render_network(network_experiment(exp, k)) for k in range(networks)]
+    times = [t for p in parts for t in p[2]]
     end = exp.phases.warmup_s + (max(times) if times else 0.0) + exp.phases.drain_s
     churn_plan = churn.render(exp, end)
-    pubs, skipped = publications(exp, subs, times, topics, churn_plan)
-    return Plan(subs, bootstrap_contacts(exp), pubs, churn_plan, NetworkPlan(exp), end, skipped)
+    subs: list[frozenset[str]] = []
+    contacts: list[list[int]] = []
+    pubs: list[Publication] = []
+    skipped = 0
+    for k, (ek, (s, c, t, topics, stats)) in enumerate(zip((network_experiment(exp, k) for k in range(networks)), parts)):
+        ps, sk = publications(ek, s, t, topics, churn_plan)
+        skipped += sk
+        if networks > 1:
+            prefix, offset = f"n{k}.", k * n
+            s = [frozenset(prefix + x for x in ts) for ts in s]
+            c = [[j + offset for j in cs] for cs in c]
+            ps = [Publication(p.at_s, p.node + offset, prefix + p.topic) for p in ps]
+        subs += s
+        contacts += c
+        pubs += ps
+    pubs.sort(key=lambda p: p.at_s)  # stable: network order at one time
+    return Plan(subs, contacts, pubs, churn_plan, NetworkPlan(exp, len(subs)), end, skipped,
+                topology=[p[4] for p in parts if p[4] is not None], static=parts[0][4] is not None)
+
+
+def _render_network(exp: Experiment):
+    subs = workloads.render(exp)
+    graph = topology.render(exp)
+    times, topics = publication_slots(exp, subs)
+    contacts, stats = graph if graph is not None else (bootstrap_contacts(exp), None)
+    return subs, contacts, times, topics, stats
+
+
+def manifest(plan: Plan) -> dict:
+    """What ``run.json`` records of the plan beyond times: each network's static graph."""
+    return {"topology": plan.topology} if plan.topology else {}
+
+
+def network_experiment(exp: Experiment, k: int) -> Experiment:
+    """Network k's experiment: the file's own for k = 0 (so one network is the plain run), else
+    the same with a seed derived from (seed, k)."""
+    if k == 0:
+        return exp
+    seed = int.from_bytes(hashlib.blake2b(f"{exp.seed}:network:{k}".encode(), digest_size=7).digest(), "big")
+    return exp.model_copy(update={"seed": seed})
 
 
 def bootstrap_contacts(exp: Experiment) -> list[list[int]]:
@@ -93,18 +139,20 @@ def publication_slots(exp: Experiment, subs: list[frozenset[str]]) -> tuple[list
 
 
 def publications(exp: Experiment, subs, times, topics, churn_plan: churn.ChurnPlan) -> tuple[list[Publication], int]:
-    """The publisher of each event: a random subscriber of its topic, online at that moment.
-    An event whose topic has no online subscriber is skipped (and counted)."""
+    """The publisher of each event: a random subscriber of its topic, online at that moment (or,
+    with ``publications.publisher: any``, a random online node). An event with no candidate is
+    skipped (and counted)."""
     rng = random.Random(f"{exp.seed}:publishers")
     by_topic: dict[str, list[int]] = {}
     for node, ts in enumerate(subs):
         for t in sorted(ts):
             by_topic.setdefault(t, []).append(node)
+    everyone = list(range(len(subs)))
     warm = exp.phases.warmup_s
     out, skipped = [], 0
     static = not churn_plan.events and not churn_plan.offline_at_start
     for at, topic in zip(times, topics):
-        candidates = by_topic[topic]
+        candidates = everyone if exp.publications.publisher == "any" else by_topic[topic]
         if not static:
             alive = churn_plan.alive_at(warm + at, exp.nodes.count)
             candidates = [v for v in candidates if v in alive]
@@ -120,9 +168,11 @@ def payload(exp: Experiment, index: int) -> bytes:
     return (b"%08d" % index).ljust(size, b".")[:size]
 
 
-def join_contacts(exp: Experiment, node: int, at_s: float, alive: set[int]) -> list[int]:
+def join_contacts(exp: Experiment, plan: Plan, node: int, at_s: float, alive: set[int]) -> list[int]:
     """Live contacts for a node that joins at ``at_s`` (seeded by node and time, so every
-    backend gives the same ones for the same alive set)."""
+    backend gives the same ones for the same alive set); on a static graph, its neighbours."""
+    if plan.static:
+        return plan.contacts[node]
     rng = random.Random(f"{exp.seed}:join:{node}:{at_s:.6f}")
     others = sorted(alive - {node})
     return rng.sample(others, min(exp.nodes.bootstrap_contacts, len(others)))

@@ -17,6 +17,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from pydantic import TypeAdapter
+
 from .config import Experiment, dump_experiment
 
 
@@ -106,5 +108,7 @@ def run_meta(exp: Experiment, rd: RunDir, **times) -> dict:
     return {
         "run_id": rd.run_id, "backend": exp.backend, "protocol": exp.protocol.name,
         "seed": exp.seed, "nodes": exp.nodes.count, "topics": getattr(exp.workload, "topics", None),
+        "networks": exp.sim.networks, "protocol_params": TypeAdapter(type(exp.protocol.params)).dump_python(
+            exp.protocol.params, mode="json"),
         "cycle_s": exp.cycle_s(), **times,
     }

@@ -35,6 +35,7 @@ COLUMNS = [
     ("hit ratio", ("hit_ratio",)), ("complete", ("complete_event_ratio",)), ("mean hops", ("hops", "mean")),
     ("p99 latency ms", ("latency_ms", "p99")), ("dup.", ("duplication_factor",)), ("relay", ("relay_ratio",)),
     ("mean degree", ("degree", "mean")), ("msgs/node/cycle", ("overhead", "msgs_per_node_per_cycle")),
+    ("receivers/event", ("protocol_metrics", "receivers_mean")),
 ]
 
 
@@ -203,11 +204,12 @@ def _print(grid: list[str], rows: list[dict]) -> None:
     from rich.table import Table
 
     variants = any(r["variant"] for r in rows)
+    shown = [name for name, _ in COLUMNS if any(r.get(name) is not None for r in rows)] or [COLUMNS[0][0]]
     table = Table(title="sweep")
-    for col in (*short_names(grid).values(), "seed", *(["variant"] if variants else []), *(n for n, _ in COLUMNS)):
+    for col in (*short_names(grid).values(), "seed", *(["variant"] if variants else []), *shown):
         table.add_column(col, overflow="fold")
     for r in rows:
-        cells = ["failed"] * len(COLUMNS) if r["status"] != "ok" else [
-            "n/a" if r.get(name) is None else f"{r[name]:.4g}" for name, _ in COLUMNS]
+        cells = ["failed"] * len(shown) if r["status"] != "ok" else [
+            "n/a" if r.get(name) is None else f"{r[name]:.4g}" for name in shown]
         table.add_row(*(_text(r[p]) for p in grid), str(r["seed"]), *([r["variant"]] if variants else []), *cells)
     console.print(table)

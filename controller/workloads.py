@@ -17,6 +17,7 @@ import networkx as nx
 import numpy as np
 
 from .config import (
+    BernoulliWorkload,
     Experiment,
     SocialWorkload,
     SpiderCastWorkload,
@@ -50,6 +51,8 @@ def render(exp: Experiment) -> Subscriptions:
         return social(w, n, rng)
     if isinstance(w, TraceWorkload):
         return from_trace(w, n, rng)
+    if isinstance(w, BernoulliWorkload):
+        return bernoulli(w, n, rng)
     raise PlanError(f"workload.model: unknown model {w.model!r}")
 
 
@@ -99,6 +102,13 @@ def by_weights(weights: np.ndarray, n: int, k_min: int, k_max: int, rng: random.
         picks = np.argpartition(-keys, k - 1)[:k]
         out.append(frozenset(topic_name(int(i)) for i in picks))
     return out
+
+
+def bernoulli(w: BernoulliWorkload, n: int, rng: random.Random) -> Subscriptions:
+    """Node v subscribes to topic t iff its uniform draw for (v, t) is below sigma."""
+    draws = np.random.default_rng(rng.getrandbits(64)).random((n, w.topics)) < w.sigma
+    names = [topic_name(t) for t in range(w.topics)]
+    return [frozenset(names[t] for t in np.flatnonzero(row)) for row in draws]
 
 
 # --- StaN's 2-D grid ----------------------------------------------------------------------

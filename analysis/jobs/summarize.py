@@ -73,12 +73,14 @@ def _analyse(spark: SparkSession, staged_run: StagedRun) -> dict:
     pubs = m.publications(spans, round(window_s * 1e9) if window_s else None, end_ns).cache()
     expected = m.expected_receivers(pubs, subs, m.alive_intervals(timeline, end_ns), join_warmup_ns)
     dels = m.deliveries(expected, pubs, m.first_copies(spans)).cache()
-    events = m.per_event(dels, pubs).cache()
+    events = m.per_event(dels, pubs).join(m.reach(spans, pubs), "event_id").cache()
 
     dels.write.mode("overwrite").parquet(f"{uri}/metrics/deliveries.parquet")
     events.write.mode("overwrite").parquet(f"{uri}/metrics/events.parquet")
     subscriptions = {r["node"]: r["topics"] for r in sub_rows}
     plugin = analysis_for(meta, subscriptions)
+    if plugin.wants_events:
+        plugin.add_events(_rows(events))
     final: list[dict] = []
     for snapshot in overlay.snapshots_by_time(rd / "snapshots.jsonl"):
         plugin.add_snapshot(snapshot)

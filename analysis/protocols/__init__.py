@@ -18,12 +18,17 @@ class ProtocolAnalysis:
     """Base: no protocol metrics. ``meta`` is ``run.json``; ``subscriptions`` node -> topics."""
 
     title = ""
+    wants_events = False
+    """Whether the summary job should hand it the per-event rows (``add_events``)."""
 
     def __init__(self, meta: dict, subscriptions: dict[int, list[str]]) -> None:
         self.meta, self.subscriptions = meta, subscriptions
 
     def add_snapshot(self, rows: list[dict]) -> None:
         """One snapshot's rows (one ``t_ns``), in time order."""
+
+    def add_events(self, rows: list[dict]) -> None:
+        """Every event's row of ``metrics/events.parquet`` (if ``wants_events``)."""
 
     def metrics(self, final: list[dict]) -> dict:
         """``protocol_metrics``; ``final`` is the last snapshot's rows."""
@@ -49,4 +54,4 @@ def analysis_for(meta: dict, subscriptions: dict[int, list[str]]) -> ProtocolAna
     return _analyses.get(meta["protocol"], ProtocolAnalysis)(meta, subscriptions)
 
 
-from . import poldercast  # noqa: E402,F401  (registers "poldercast")
+from . import poldercast, static_gossip  # noqa: E402,F401  (register "poldercast", "static_gossip")

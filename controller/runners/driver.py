@@ -119,7 +119,7 @@ class Driver(ABC):
         if node in self.alive:
             return
         await self.bring_back(node)
-        await self._join(node, plans.join_contacts(self.exp, node, at_s, self.alive))
+        await self._join(node, plans.join_contacts(self.exp, self.plan, node, at_s, self.alive))
 
     async def _depart(self, node: int, kind: str) -> None:
         async with self._lock(node):
@@ -196,7 +196,7 @@ class Driver(ABC):
                         measure_start_ns=started_ns + round(exp.phases.warmup_s * 1e9),
                         planned_end_ns=started_ns + round(plan.end_s * 1e9),
                         events_planned=len(plan.publications) + plan.skipped_publications,
-                        skipped_publications=plan.skipped_publications)
+                        skipped_publications=plan.skipped_publications, **plans.manifest(plan))
             rd.write_json("run.json", run_meta(exp, rd, **meta))
             watcher = asyncio.ensure_future(self._watch_hosts())
             await asyncio.gather(*(self._join(i, plans.initial_contacts(plan, i), initial=True)

@@ -230,7 +230,7 @@ class _SimRun:
                                 else (lambda b=batch: self.publish(b)))
                 rounds[step.at_s].append(step)
             elif step.kind == "join":
-                sim.call_at(step.at_s, lambda s=step: self.join(s.node, plans.join_contacts(exp, s.node, s.at_s, self.alive)))
+                sim.call_at(step.at_s, lambda s=step: self.join(s.node, plans.join_contacts(exp, self.plan, s.node, s.at_s, self.alive)))
             elif step.kind in ("leave", "crash"):
                 sim.call_at(step.at_s, lambda s=step: self.depart(s.node, s.kind))
             elif step.kind in ("partition_on", "partition_off"):
@@ -248,13 +248,15 @@ class _SimRun:
         exp, rd, plan, sim = self.exp, self.rd, self.plan, self.sim
         try:
             rd.write_jsonl("subscriptions.jsonl", ({"node": i, "topics": sorted(t)} for i, t in enumerate(plan.subscriptions)))
-            for i in range(exp.nodes.count):
+            n = len(plan.subscriptions)
+            for i in range(n):
                 sim.add_node(self.new_core(i))
-            for i in range(exp.nodes.count):
+            for i in range(n):
                 if i not in plan.churn.offline_at_start:
                     self.join(i, plans.initial_contacts(plan, i), initial=True)
             self._schedule()
-            with phase(f"sim: {exp.nodes.count} peers, {plan.end_s:.0f} s of virtual time", plan.end_s) as advance:
+            networks = f" ({exp.sim.networks} networks)" if exp.sim.networks > 1 else ""
+            with phase(f"sim: {n} peers{networks}, {plan.end_s:.0f} s of virtual time", plan.end_s) as advance:
                 t = 0.0
                 while t < plan.end_s + sim.frozen_s:  # freezes push the schedule later
                     t = min(plan.end_s + sim.frozen_s, t + 1.0)
@@ -276,4 +278,5 @@ class _SimRun:
             exp, rd, started_ns=0, measure_start_ns=ns(exp.phases.warmup_s), ended_ns=end_ns,
             frozen_ns=ns(sim.frozen_s), sim_steps=sim.steps, spans=self.spans.count,
             events_planned=len(plan.publications) + plan.skipped_publications, skipped_publications=plan.skipped_publications,
+            **plans.manifest(plan),
         ))
