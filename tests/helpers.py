@@ -38,12 +38,17 @@ def spans(sim: Simulation) -> list[dict]:
     return [dict(zip(cols, row)) for row in zip(*cols.values())]
 
 
+CONFORMANCE_PARAMS = {"static_gossip": {"gamma": 1.0}}
+"""Parameters a protocol needs to deliver every event of the conformance run (static gossip
+below gamma 1 reaches a share of the graph by design)."""
+
+
 def conformance_experiment(protocol: str, **sections) -> dict:
     """The small static run every registered protocol must pass (tests/*/test_conformance.py):
     16 peers on a ring of contacts, 4 topics, 24 events after a 6 s warm-up, 20 ms links."""
     return {
         "name": f"conformance-{protocol}", "seed": 3, "backend": "sim",
-        "protocol": {"name": protocol},
+        "protocol": {"name": protocol, "params": CONFORMANCE_PARAMS.get(protocol, {})},
         "nodes": {"count": 16, "peers_per_process": 4, "bootstrap_contacts": 4, "contacts": "ring"},
         "workload": {"model": "uniform", "topics": 4, "subscriptions": {"min": 2, "max": 2}},
         "publications": {"count": 24, "rate_per_s": 6},

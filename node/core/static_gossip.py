@@ -17,7 +17,8 @@ change during a run of this protocol.
 Choices not in the paper, as named parameters: ``ttl`` (255: no TTL in effect), ``seen_capacity``
 (LRU duplicate filter), and ``coin``: where the γ draws come from. ``per_link`` (default): the
 draw for event e on link (this node → v) is a keyed hash of (e, v) with a key from the node's
-seed (BLAKE2b of the event id, then SplitMix64 over the neighbour's id), one independent uniform
+seed (BLAKE2b of the event's publisher and sequence number, then SplitMix64 over the neighbour's
+id; two events of a node that restarted with a fresh core share coins), one independent uniform
 per event and link as the paper asks (§10 item 11), so the set of
 nodes an event reaches depends on the graph, the subscriptions and the coins only, not on the
 order copies arrive in: the same in ``sim`` and on real peers, with or without injected delay.
@@ -72,7 +73,11 @@ class LinkCoinGossip(InterestGossip):
         self.key = stack.rng.getrandbits(64).to_bytes(8, "big")
 
     def event_key(self, event_id: str) -> int:
-        return int.from_bytes(hashlib.blake2b(event_id.encode(), key=self.key, digest_size=8).digest(), "big")
+        """This node's key for an event: its publisher and sequence number, not the incarnation
+        (local peers draw theirs at random), so every backend draws the same coins."""
+        publisher, _, rest = event_id.partition("-")
+        seq = rest.rpartition("-")[2]
+        return int.from_bytes(hashlib.blake2b(f"{publisher}-{seq}".encode(), key=self.key, digest_size=8).digest(), "big")
 
     def targets(self, event: EventMsg, sender: NodeId | None) -> list[Descriptor]:
         config = self.stack.config
