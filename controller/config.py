@@ -8,6 +8,7 @@ own config dataclass in ``node/core`` (one source of truth), chosen by ``protoco
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from pathlib import Path
@@ -489,8 +490,12 @@ class Sweep(Strict):
     grid: dict[str, list[Any]] = {}
     """``--set`` paths to the values to try, e.g. {nodes.count: [1000, 2000], protocol.params.fanout:
     [2, 3]}: every combination is one point of ``overlaylab sweep`` (``overlaylab run`` ignores it)."""
+    points: list[dict[str, Any]] = []
+    """More points, one by one, after the grid's combinations: each maps ``--set`` paths to values
+    (for settings that are no product, e.g. gamma 0.1 with sigma 0.2..0.6, then sigma 0.1 with
+    gamma 0.2..0.6)."""
     seeds: list[int] = []
-    """The seeds every combination runs with (default: the file's seed)."""
+    """The seeds every point runs with (default: the file's seed)."""
     parallel: PositiveInt | None = None
     """Points run at once (default: one per core)."""
 
@@ -500,9 +505,32 @@ class Sweep(Strict):
         for path, values in grid.items():
             if not values:
                 raise ValueError(f"{path}: no values")
-            if path.split(".")[0] == "sweep":
-                raise ValueError(f"{path}: a sweep cannot sweep its own settings")
+            _sweepable(path)
         return grid
+
+    @field_validator("points")
+    @classmethod
+    def _settings(cls, points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for k, settings in enumerate(points):
+            if not settings:
+                raise ValueError(f"points[{k}]: no settings")
+            for path in settings:
+                _sweepable(path)
+        return points
+
+    def settings(self) -> list[dict[str, Any]]:
+        """Every point's settings: the grid's combinations, then ``points``."""
+        combos = [dict(zip(self.grid, c)) for c in itertools.product(*self.grid.values())] if self.grid else []
+        return combos + [dict(p) for p in self.points]
+
+    def paths(self) -> list[str]:
+        """Every path a point sets, in order of first appearance."""
+        return list(dict.fromkeys(path for s in self.settings() for path in s))
+
+
+def _sweepable(path: str) -> None:
+    if path.split(".")[0] == "sweep":
+        raise ValueError(f"{path}: a sweep cannot sweep its own settings")
 
 
 class Kubernetes(Strict):

@@ -64,16 +64,16 @@ def simulated(results: Path) -> dict[str, dict]:
 
 
 def note(row: dict) -> str:
-    if row["regime"] == "above":
-        return "above Γc: estimator"
-    if row["regime"] == "below" and row["Gamma_over_Gamma_c"] > NEAR:
-        return "near Γc: finite size pulls the simulation below eq. 17"
-    return "below Γc: eq. 17"
+    if row["regime"] != "below":
+        return "above Γc: N x estimator"
+    if row["Gamma_over_Gamma_c"] > NEAR:
+        return "eq. 17, near Γc: finite size"
+    return "eq. 17"
 
 
 def model_table(file: str | Path, overrides: list[str], results: Path | None) -> tuple[list[str], list[dict]]:
     base = load_experiment(file, overrides)
-    todo = points(file, overrides)[1] if base.sweep.grid else [Point(0, {}, base.seed)]
+    todo = points(file, overrides)[1] if base.sweep.settings() else [Point(0, {}, base.seed)]
     sims = simulated(results) if results else {}
     rows = []
     for p in todo:
@@ -85,7 +85,7 @@ def model_table(file: str | Path, overrides: list[str], results: Path | None) ->
                        sim_over_model=sim["receivers_mean"] / row["model_receivers"])
         row["note"] = note(row)
         rows.append(row)
-    return list(base.sweep.grid), rows
+    return base.sweep.paths(), rows
 
 
 def write(out: Path, grid: list[str], rows: list[dict]) -> None:
@@ -97,33 +97,24 @@ def write(out: Path, grid: list[str], rows: list[dict]) -> None:
         w = csv.DictWriter(f, fields, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
-    plot(out / "model.png", grid, rows)
+    plot(out / "model.png", rows)
 
 
-def plot(path: Path, grid: list[str], rows: list[dict]) -> None:
-    """Receivers against the grid's first path, one series per value of the others: the model as
-    a line, the simulation as points with its spread across networks."""
+def plot(path: Path, rows: list[dict]) -> None:
+    """Mean receivers against Γ (the chance a link carries the event): the model at each point
+    (eq. 17 below Γc, N x the estimator above) and the simulation with its spread across networks."""
     from analysis.plotting import plt
 
-    if not grid:
-        return
-    x_key, rest = grid[0], grid[1:]
-    series: dict[tuple, list[dict]] = {}
-    for r in rows:
-        series.setdefault(tuple(r[k] for k in rest), []).append(r)
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    names = short_names(grid)
-    for key, rs in series.items():
-        rs = sorted(rs, key=lambda r: r[x_key])
-        label = ", ".join(f"{names[k]}={v}" for k, v in zip(rest, key)) or "model"
-        line = ax.plot([r[x_key] for r in rs], [r["model_receivers"] for r in rs], "-", label=f"model {label}")[0]
-        sims = [r for r in rs if "sim_receivers" in r]
-        if sims:
-            ax.errorbar([r[x_key] for r in sims], [r["sim_receivers"] for r in sims],
-                        yerr=[r["sim_sd"] or 0 for r in sims], fmt="o", color=line.get_color(), label=f"sim {label}")
-    ax.set(xlabel=names[x_key], ylabel="mean receivers per event", yscale="log",
-           title="model (eq. 17 below Γc, N·estimator above) and simulation")
-    ax.legend(fontsize=7)
+    ax.plot([r["Gamma"] for r in rows], [r["model_receivers"] for r in rows], "x", color="k", label="model")
+    sims = [r for r in rows if "sim_receivers" in r]
+    if sims:
+        ax.errorbar([r["Gamma"] for r in sims], [r["sim_receivers"] for r in sims], yerr=[r["sim_sd"] or 0 for r in sims],
+                    fmt="o", mfc="none", color="tab:blue", label="simulation (sd across networks)")
+    for crit in sorted({round(r["Gamma_c"], 3) for r in rows}):
+        ax.axvline(crit, ls=":", color="tab:red", label=f"Γc = {crit:g}")
+    ax.set(xlabel="Γ = σ + (1 − σ)γ", ylabel="mean receivers per event", yscale="log")
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -141,7 +132,7 @@ def print_table(grid: list[str], rows: list[dict]) -> None:
         return "n/a" if v is None else format(v, spec)
 
     for r in rows:
-        table.add_row(*(json.dumps(r[k]) for k in grid), str(r["seed"]), f(r["Gamma"]), f(r["Gamma_over_Gamma_c"], ".3f"),
+        table.add_row(*(json.dumps(r[k]) if k in r else "" for k in grid), str(r["seed"]), f(r["Gamma"]), f(r["Gamma_over_Gamma_c"], ".3f"),
                       f(r["model_receivers"]), f(r.get("sim_receivers")), f(r.get("sim_sd")),
                       f(r.get("sim_over_model"), ".4f"), r["note"])
     console.print(table)

@@ -44,37 +44,50 @@ class Plan:
 def render(exp: Experiment) -> Plan:
     """The plan of every network (``sim.networks``; one unless set): network k's nodes are
     k * nodes.count + i, its topics carry the prefix ``nK.``, and it is drawn from its own seed."""
-    networks, n = exp.sim.networks, exp.nodes.count
-    parts = [_render_network(network_experiment(exp, k)) for k in range(networks)]
-    times = [t for p in parts for t in p[2]]
-    end = exp.phases.warmup_s + (max(times) if times else 0.0) + exp.phases.drain_s
+    nets = [network_experiment(exp, k) for k in range(exp.sim.networks)]
+    parts = [_NetworkPart.render(e) for e in nets]
+    last = max((t for p in parts for t in p.times), default=0.0)
+    end = exp.phases.warmup_s + last + exp.phases.drain_s
     churn_plan = churn.render(exp, end)
     subs: list[frozenset[str]] = []
     contacts: list[list[int]] = []
     pubs: list[Publication] = []
     skipped = 0
-    for k, (ek, (s, c, t, topics, stats)) in enumerate(zip((network_experiment(exp, k) for k in range(networks)), parts)):
-        ps, sk = publications(ek, s, t, topics, churn_plan)
+    for k, (e, part) in enumerate(zip(nets, parts)):
+        s, c = part.subscriptions, part.contacts
+        ps, sk = publications(e, s, part.times, part.topics, churn_plan)
         skipped += sk
-        if networks > 1:
-            prefix, offset = f"n{k}.", k * n
-            s = [frozenset(prefix + x for x in ts) for ts in s]
+        if len(nets) > 1:
+            prefix, offset = f"n{k}.", k * exp.nodes.count
+            s = [frozenset(prefix + t for t in ts) for ts in s]
             c = [[j + offset for j in cs] for cs in c]
             ps = [Publication(p.at_s, p.node + offset, prefix + p.topic) for p in ps]
-        subs += s
-        contacts += c
-        pubs += ps
+        subs, contacts, pubs = subs + s, contacts + c, pubs + ps
     pubs.sort(key=lambda p: p.at_s)  # stable: network order at one time
+    graphs = [p.graph for p in parts if p.graph is not None]
     return Plan(subs, contacts, pubs, churn_plan, NetworkPlan(exp, len(subs)), end, skipped,
-                topology=[p[4] for p in parts if p[4] is not None], static=parts[0][4] is not None)
+                topology=graphs, static=bool(graphs))
 
 
-def _render_network(exp: Experiment):
-    subs = workloads.render(exp)
-    graph = topology.render(exp)
-    times, topics = publication_slots(exp, subs)
-    contacts, stats = graph if graph is not None else (bootstrap_contacts(exp), None)
-    return subs, contacts, times, topics, stats
+@dataclass
+class _NetworkPart:
+    """One network's draws: subscriptions, contacts (its graph, or bootstrap contacts), the
+    publication slots, and the graph's stats."""
+
+    subscriptions: list[frozenset[str]]
+    contacts: list[list[int]]
+    times: list[float]
+    topics: list[str]
+    graph: dict | None
+
+    @classmethod
+    def render(cls, exp: Experiment) -> _NetworkPart:
+        subs = workloads.render(exp)
+        times, topics = publication_slots(exp, subs)
+        graph = topology.render(exp)
+        if graph is None:
+            return cls(subs, bootstrap_contacts(exp), times, topics, None)
+        return cls(subs, graph[0], times, topics, graph[1])
 
 
 def manifest(plan: Plan) -> dict:

@@ -1,7 +1,8 @@
 """Sweeps: one experiment file over a grid of settings and seeds (``overlaylab sweep FILE``).
 
-The file's ``sweep:`` section maps ``--set`` paths to lists of values; every combination, with
-every seed of ``sweep.seeds`` (default: the file's seed), is a point. Every point is loaded and
+The file's ``sweep:`` section maps ``--set`` paths to lists of values (``grid``) and lists more
+settings one by one (``points``); every combination and every listed setting, with every seed of
+``sweep.seeds`` (default: the file's seed), is a point. Every point is loaded and
 validated before the first one runs, so a bad value is refused with its point and field named.
 Points run as ``overlaylab run`` processes of their own, ``sweep.parallel`` at a time (default:
 one per core), each in its own directory with its log; a point that fails is recorded as failed
@@ -72,13 +73,12 @@ def points(file: str | Path, overrides: list[str] = (), *, check: bool = True,
     """The file's base experiment and its points, each validated (``check``; an index of the
     sweep's Job trusts the sweep that made it) and, with ``sim_only``, each a simulation."""
     base = load_experiment(file, overrides)
-    grid = base.sweep.grid
-    if not grid:
-        raise ExperimentError(f"{file}: no sweep.grid: nothing to sweep (add a sweep: section, docs/experiments.md)")
+    settings = base.sweep.settings()
+    if not settings:
+        raise ExperimentError(f"{file}: no sweep.grid or sweep.points: nothing to sweep "
+                              "(add a sweep: section, docs/experiments.md)")
     seeds = base.sweep.seeds or [base.seed]
-    combos = list(itertools.product(*grid.values()))
-    found = [Point(k, dict(zip(grid, combo)), seed)
-             for k, (combo, seed) in enumerate(itertools.product(combos, seeds))]
+    found = [Point(k, s, seed) for k, (s, seed) in enumerate(itertools.product(settings, seeds))]
     for p in found if check else ():
         try:
             exp = load_experiment(file, [*overrides, *p.overrides()])
@@ -142,14 +142,14 @@ def run_sweep(file: str | Path, overrides: list[str], out: Path | None = None, p
         with ThreadPoolExecutor(workers) as pool:
             rows = list(pool.map(lambda p: run_point(file, overrides, p, sweep_dir), todo))
     record = {"file": str(file), "overrides": list(overrides), "backend": backend, "grid": base.sweep.grid,
-              "seeds": base.sweep.seeds or [base.seed], "parallel": workers,
+              "listed_points": base.sweep.points, "seeds": base.sweep.seeds or [base.seed], "parallel": workers,
               "wall_s": round(time.perf_counter() - started, 2), "points": rows}
     if analyze:
         record["rows"] = _analyse(sweep_dir, rows)
     (sweep_dir / "sweep.json").write_text(json.dumps(record, indent=2) + "\n")
     if analyze:
-        _write_csv(sweep_dir / "sweep.csv", list(base.sweep.grid), record["rows"])
-        _print(list(base.sweep.grid), record["rows"])
+        _write_csv(sweep_dir / "sweep.csv", base.sweep.paths(), record["rows"])
+        _print(base.sweep.paths(), record["rows"])
     failed = [r["point"] for r in rows if r["rc"] != 0]
     if failed:
         console.print(f"[red]sweep: {len(failed)} point(s) failed: {', '.join(failed)}[/]")
@@ -211,5 +211,5 @@ def _print(grid: list[str], rows: list[dict]) -> None:
     for r in rows:
         cells = ["failed"] * len(shown) if r["status"] != "ok" else [
             "n/a" if r.get(name) is None else f"{r[name]:.4g}" for name in shown]
-        table.add_row(*(_text(r[p]) for p in grid), str(r["seed"]), *([r["variant"]] if variants else []), *cells)
+        table.add_row(*(_text(r[p]) if p in r else "" for p in grid), str(r["seed"]), *([r["variant"]] if variants else []), *cells)
     console.print(table)

@@ -58,6 +58,18 @@ def conformance_experiment(protocol: str, **sections) -> dict:
     }
 
 
+def reached_sets(rd) -> dict[tuple[int, str], frozenset[int]]:
+    """(publisher, sequence number) -> the nodes with a span of that event, from a run directory's
+    traces (event ids differ across backends only in their incarnation part)."""
+    from analysis.crosscheck import read_spans
+
+    out: dict[tuple[int, str], set[int]] = {}
+    for s in read_spans(rd / "traces"):
+        publisher, _, seq = s["event_id"].split("-")
+        out.setdefault((int(publisher), seq), set()).add(s["node"])
+    return {k: frozenset(v) for k, v in out.items()}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

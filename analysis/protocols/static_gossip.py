@@ -52,7 +52,8 @@ class StaticGossipAnalysis(ProtocolAnalysis):
         graphs = self.meta.get("topology", [])
         degrees = [model.Degrees.from_histogram(g["degree_histogram"]) for g in graphs]
         per_network: dict[int, list[int]] = {}
-        reached_subs, predicted, settings = [], [], []
+        reached_subs: list[int] = []
+        predicted: list[dict] = []
         memo: dict[tuple[int, str], dict] = {}
         for e in self.events:
             k = e["publisher"] // n

@@ -19,7 +19,7 @@ from kubernetes import client, config
 from controller.runners.k8s import helm_binary
 from node.core import builtin_protocols
 from tests.conftest import ROOT
-from tests.helpers import conformance_experiment
+from tests.helpers import conformance_experiment, reached_sets
 
 CLUSTER_SETTINGS = [
     "k8s.namespace=default", "k8s.image_pull_policy=Never", "k8s.collector_image=overlaylab/otelcol:0.165.0",
@@ -154,6 +154,22 @@ def test_every_protocol_the_image_carries_delivers_every_event_on_the_cluster(ap
     summary, _ = run_and_summarise(out, str(path), "k8s.peers_per_pod=4")
     assert summary["backend"] == "k8s" and summary["protocol"] == name and summary["events"] == 24
     assert summary["hit_ratio"] == 1.0 and summary["spans"]["dropped"] == 0
+    assert wait_gone(api, summary["run_id"]) == []
+
+
+def test_gossip_on_a_static_graph_reaches_the_same_nodes_on_the_cluster_as_in_the_simulator(api, tmp_path):
+    """experiments/gossip-local.yaml (100 peers on a Poisson graph, 30 ± 10 ms links) in 10 pods
+    with mutual TLS: with per-link coins every event reaches the very nodes it reaches in `sim`."""
+    (tmp_path / "k8s").mkdir()
+    summary, _ = run_and_summarise(tmp_path / "k8s", "experiments/gossip-local.yaml", "k8s.peers_per_pod=10")
+    assert summary["backend"] == "k8s" and summary["events"] == 40 and summary["spans"]["dropped"] == 0
+    done = overlaylab("run", "experiments/gossip-local.yaml", "--backend", "sim", "--out", str(tmp_path / "sim"),
+                      "--no-analyze")
+    assert done.returncode == 0, done.stderr[-3000:]
+    [on_k8s] = [p for p in (tmp_path / "k8s").iterdir() if p.is_dir()]
+    [in_sim] = (tmp_path / "sim").iterdir()
+    assert reached_sets(on_k8s) == reached_sets(in_sim)
+    assert summary["protocol_metrics"]["receivers_mean"] > 10
     assert wait_gone(api, summary["run_id"]) == []
 
 

@@ -4,14 +4,14 @@ simulator with and without delay, and the Spark summary's reach agrees with the 
 crosscheck."""
 
 import json
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
-from analysis.crosscheck import compare, read_spans
+from analysis.crosscheck import compare
 from controller.cli import main
 from tests.conftest import ROOT
+from tests.helpers import reached_sets
 
 FILE = str(ROOT / "experiments" / "gossip-local.yaml")
 
@@ -25,25 +25,15 @@ def run(tmp_path: Path, name: str, *args: str) -> Path:
     return rd
 
 
-def reached(rd: Path) -> dict[tuple[int, str], frozenset[int]]:
-    """(publisher, sequence number) -> the nodes with a span of that event (ids differ across
-    backends only in the incarnation part)."""
-    out: dict[tuple[int, str], set[int]] = defaultdict(set)
-    for s in read_spans(rd / "traces"):
-        publisher, _, seq = s["event_id"].split("-")
-        out[(int(publisher), seq)].add(s["node"])
-    return {k: frozenset(v) for k, v in out.items()}
-
-
 def test_the_reached_sets_are_the_same_on_real_peers_with_delay_and_in_the_simulator(tmp_path, capsys):
     local = run(tmp_path, "local")
     sim_delay = run(tmp_path, "sim", "--backend", "sim", "--no-analyze")
     sim_none = run(tmp_path, "sim0", "--backend", "sim", "--no-analyze",
                    "--set", "network.delay.ms=0", "--set", "network.jitter_ms=0")
     capsys.readouterr()
-    sets = reached(local)
+    sets = reached_sets(local)
     assert len(sets) == 40 and len(json.loads((local / "run.json").read_text())["topology"]) == 1
-    assert sets == reached(sim_delay) == reached(sim_none)
+    assert sets == reached_sets(sim_delay) == reached_sets(sim_none)
     sizes = sorted(len(v) for v in sets.values())
     assert sizes[0] == 1 and sizes[-1] > 40  # some events die at the source, others take off (Γ > Γc)
 
