@@ -113,6 +113,12 @@ class StaticGossipAnalysis(ProtocolAnalysis):
             ("copies per receiver", f"{metrics['copies_per_receiver']:.3f}"),
             ("max hops (ttl)", f"{metrics['max_hops']} ({metrics['ttl']})"),
         ]
+        graphs = metrics["topology"]
+        if graphs:
+            rows.append(("graphs (mean over networks)", ", ".join(
+                f"{label} {statistics.fmean(g[key] for g in graphs):.4g}" for label, key in (
+                    ("mean degree", "mean_degree"), ("<k²>", "mean_degree_squared"), ("components", "components"),
+                    ("giant component", "giant_component"), ("isolated", "isolated")))))
         if "model" in metrics:
             mo = metrics["model"]
             rows += [("Γ, Γc, Γ/Γc", f"{mo['Gamma']:.4f}, {mo['Gamma_c']:.4f}, {mo['Gamma_over_Gamma_c']:.3f}"),

@@ -78,3 +78,15 @@ def test_variant_errors_name_the_variant_and_what_was_expected(variants, backend
     with pytest.raises(ExperimentError) as err:
         parse_experiment({"backend": backend, "protocol": {"name": "poldercast"}, "sim": {"variants": variants}})
     assert expected in str(err.value)
+
+
+def test_sweep_points_follow_the_grid_and_name_their_paths():
+    from controller.config import Sweep
+
+    s = Sweep(grid={"a.b": [1, 2], "c": ["x"]}, points=[{"a.b": 9, "d.e": True}])
+    assert s.settings() == [{"a.b": 1, "c": "x"}, {"a.b": 2, "c": "x"}, {"a.b": 9, "d.e": True}]
+    assert s.paths() == ["a.b", "c", "d.e"]
+    with pytest.raises(ValueError, match=r"points\[0\]: no settings"):
+        Sweep(points=[{}])
+    with pytest.raises(ValueError, match="cannot sweep its own settings"):
+        Sweep(points=[{"sweep.seeds": [1]}])
