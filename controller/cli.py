@@ -90,8 +90,11 @@ def _variants(sweep_dir, analyze: bool) -> int:
 def cmd_sweep(args) -> int:
     from .sweep import run_sweep
 
+    if args.resume and args.backend != "local":
+        raise ExperimentError("--resume: only a local sweep resumes (a Job's indexes are retried by Kubernetes)")
     sweep_dir = run_sweep(args.file, list(args.set or []), Path(args.out) if args.out else None, args.parallel,
-                          analyze=not args.no_analyze, backend=args.backend)
+                          analyze=not args.no_analyze, backend=args.backend,
+                          resume=Path(args.resume) if args.resume else None)
     record = json.loads((sweep_dir / "sweep.json").read_text())
     console.print(f"sweep: {sweep_dir}/sweep.json, sweep.csv ({record['wall_s']} s)")
     return 1 if any(p["rc"] != 0 for p in record["points"]) else 0
@@ -360,6 +363,8 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--out", help="where the sweep's directory is created (default: outputs.dir)")
     sweep.add_argument("--parallel", type=int, help="points at once (default: sweep.parallel, else one per core)")
     sweep.add_argument("--no-analyze", action="store_true", help="run the points only")
+    sweep.add_argument("--resume", metavar="SWEEP_DIR",
+                       help="finish an interrupted sweep of the same file: keep its finished points, run the rest")
     sweep.add_argument("--backend", choices=["local", "k8s"], default="local",
                        help="where the points (simulations) run: processes here, or an Indexed Job on the "
                             "cluster of the file's k8s section")

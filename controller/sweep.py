@@ -21,6 +21,7 @@ import csv
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -121,14 +122,15 @@ def point_row(sweep_dir: Path, p: Point) -> dict:
 
 
 def run_sweep(file: str | Path, overrides: list[str], out: Path | None = None, parallel: int | None = None,
-              analyze: bool = True, backend: str = "local") -> Path:
+              analyze: bool = True, backend: str = "local", resume: Path | None = None) -> Path:
     """Run every point of ``file``'s sweep under a new directory in ``out`` (default: the file's
     ``outputs.dir``); returns it. ``backend`` "local": as processes here; "k8s": as the indexes
-    of a Job on the cluster of the file's ``k8s`` section."""
+    of a Job on the cluster of the file's ``k8s`` section. ``resume``: an interrupted sweep's
+    directory (local): the points that finished there are kept, the others run again."""
     base, todo = points(file, overrides, sim_only=backend == "k8s")
     out = out or Path(base.outputs.dir)
-    sweep_id = f"{base.name}-sweep-{time.strftime('%Y%m%d-%H%M%S')}"
-    sweep_dir = out / sweep_id
+    sweep_id = resume.name if resume else f"{base.name}-sweep-{time.strftime('%Y%m%d-%H%M%S')}"
+    sweep_dir = resume or out / sweep_id
     workers = parallel or base.sweep.parallel or os.cpu_count() or 1
     console.print(f"sweep: {len(todo)} points, {workers} at a time ({backend}) -> {sweep_dir}")
     started = time.perf_counter()
@@ -138,9 +140,16 @@ def run_sweep(file: str | Path, overrides: list[str], out: Path | None = None, p
         run_sweep_job(base, sweep_id, len(todo), workers, out)
         rows = [point_row(sweep_dir, p) for p in todo]
     else:
-        sweep_dir.mkdir(parents=True)
+        sweep_dir.mkdir(parents=True, exist_ok=resume is not None)
+        done = {p.index: row for p in todo if (row := point_row(sweep_dir, p))["rc"] == 0} if resume else {}
+        for p in todo:
+            if p.index not in done:
+                for left in sweep_dir.glob(f"{p.index:03d}_*"):
+                    shutil.rmtree(left)  # an interrupted point starts over
+        if done:
+            console.print(f"sweep: resuming, {len(done)} of {len(todo)} points already done")
         with ThreadPoolExecutor(workers) as pool:
-            rows = list(pool.map(lambda p: run_point(file, overrides, p, sweep_dir), todo))
+            rows = list(pool.map(lambda p: done.get(p.index) or run_point(file, overrides, p, sweep_dir), todo))
     record = {"file": str(file), "overrides": list(overrides), "backend": backend, "grid": base.sweep.grid,
               "listed_points": base.sweep.points, "seeds": base.sweep.seeds or [base.seed], "parallel": workers,
               "wall_s": round(time.perf_counter() - started, 2), "points": rows}

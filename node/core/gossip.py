@@ -43,10 +43,15 @@ class GossipConfig:
     __pydantic_config__ = {"extra": "forbid"}
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.gamma <= 1.0:
-            raise ValueError("gamma must be in [0, 1]")
-        if self.ttl < 1 or self.seen_capacity < 1:
-            raise ValueError("ttl and seen_capacity must be at least 1")
+        check_gossip_params(self.gamma, self.ttl, self.seen_capacity)
+
+
+def check_gossip_params(gamma: float, ttl: int, seen_capacity: int) -> None:
+    """The bounds of the parameters every interest-aware gossip config has."""
+    if not 0.0 <= gamma <= 1.0:
+        raise ValueError("gamma must be in [0, 1]")
+    if ttl < 1 or seen_capacity < 1:
+        raise ValueError("ttl and seen_capacity must be at least 1")
 
 
 class InterestGossip(Dissemination):

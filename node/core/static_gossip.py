@@ -34,7 +34,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .gossip import InterestGossip
+from .gossip import InterestGossip, check_gossip_params
 from .registry import ProtocolSpec, register_protocol
 from .stack import Stack
 from .static import LAYER as STATIC
@@ -57,10 +57,7 @@ class StaticGossipConfig:
     __pydantic_config__ = {"extra": "forbid"}
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.gamma <= 1.0:
-            raise ValueError("gamma must be in [0, 1]")
-        if self.ttl < 1 or self.seen_capacity < 1:
-            raise ValueError("ttl and seen_capacity must be at least 1")
+        check_gossip_params(self.gamma, self.ttl, self.seen_capacity)
 
 
 class LinkCoinGossip(InterestGossip):

@@ -78,3 +78,23 @@ def test_a_point_that_wrote_no_result_is_a_failed_row(tmp_path):
     _, todo = points(sweep_file(tmp_path, {"nodes.count": [30]}, seeds=[1]))
     assert point_row(tmp_path, todo[0]) == {"point": "000_count-30_s1", "settings": {"nodes.count": 30}, "seed": 1,
                                              "rc": -1, "wall_s": None, "run_dir": None}
+
+
+def test_an_interrupted_sweep_resumes_where_it_stopped(tmp_path):
+    file = sweep_file(tmp_path, {"protocol.params.gamma": [0.0, 1.0]}, seeds=[1])
+    with pytest.raises(SystemExit) as done:
+        main(["sweep", file, "--out", str(tmp_path / "out"), "--no-analyze"])
+    assert done.value.code == 0
+    [sweep_dir] = (tmp_path / "out").iterdir()
+    first = json.loads((sweep_dir / "sweep.json").read_text())["points"]
+    for p in first:
+        (sweep_dir / p["point"] / "marker").touch()
+    (sweep_dir / first[1]["point"] / "point.json").unlink()  # as if killed while running point 1
+    (sweep_dir / "sweep.json").unlink()
+    with pytest.raises(SystemExit) as done:
+        main(["sweep", file, "--resume", str(sweep_dir), "--no-analyze"])
+    assert done.value.code == 0
+    again = json.loads((sweep_dir / "sweep.json").read_text())["points"]
+    assert again[0] == first[0] and (sweep_dir / first[0]["point"] / "marker").exists()  # kept
+    assert again[1]["rc"] == 0 and not (sweep_dir / first[1]["point"] / "marker").exists()  # run again
+    assert len(list((sweep_dir / first[1]["point"]).iterdir())) == 3  # log, point.json, one run
