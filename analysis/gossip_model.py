@@ -13,7 +13,9 @@
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -58,13 +60,17 @@ class Degrees:
         k = np.arange(len(self.p), dtype=float)
         return float(np.dot(k * k, self.p))
 
+    @cached_property
+    def q(self) -> np.ndarray:
+        """Excess-degree distribution: q_k = (k+1) p_{k+1} / ⟨k⟩."""
+        return np.arange(1, len(self.p)) * self.p[1:] / self.k1
+
     def g0(self, x: float) -> float:
         return float(np.polynomial.polynomial.polyval(x, self.p))
 
     def g1(self, x: float) -> float:
-        """Excess-degree generating function: q_k = (k+1) p_{k+1} / ⟨k⟩."""
-        q = np.arange(1, len(self.p)) * self.p[1:] / self.k1
-        return float(np.polynomial.polynomial.polyval(x, q))
+        """The excess-degree generating function (of ``q``)."""
+        return float(np.polynomial.polynomial.polyval(x, self.q))
 
 
 def link_probability(sigma: float, gamma: float) -> float:
@@ -135,6 +141,11 @@ def outbreak(d: Degrees, sigma: float, gamma: float) -> Outbreak:
     return Outbreak(1 - d.g0(u), 1 - d.g0(v), 1 - d.g0(1 - gamma * (1 - v)), sigma)
 
 
+NEAR_THRESHOLD = 0.85
+"""Γ/Γc above which finite-size depletion is expected to pull a simulation below eq. 17
+(ferretti-gossip.md §10 item 4)."""
+
+
 def predict(d: Degrees, sigma: float, gamma: float, nodes: int) -> dict:
     """What the model says of one setting: Γ, Γc, and the expected receivers — eq. 17 below the
     threshold, N x the outbreak estimator above it (``regime`` says which)."""
@@ -151,3 +162,27 @@ def predict(d: Degrees, sigma: float, gamma: float, nodes: int) -> dict:
         "subscribers_corrected": subscribers_corrected(sigma, big, r) if below else None,
         "outbreak_fraction": est.fraction, "outbreak_hit_ratio": est.hit_ratio, "outbreak_p_big": est.p_big,
     }
+
+
+def average(predictions: list[dict]) -> dict:
+    """Several settings' predictions (networks, topics, events) as one: the means of Γ, Γc,
+    Γ/Γc and receivers (``receivers``), the regime (``mixed`` if they differ) and the subscriber
+    estimates of those below the threshold."""
+    regimes = {p["regime"] for p in predictions}
+    out = {
+        "regime": regimes.pop() if len(regimes) == 1 else "mixed",
+        "receivers": statistics.fmean(p["receivers"] for p in predictions),
+        "Gamma": statistics.fmean(p["Gamma"] for p in predictions),
+        "Gamma_c": statistics.fmean(p["Gamma_c"] for p in predictions),
+        "Gamma_over_Gamma_c": statistics.fmean(p["Gamma_over_Gamma_c"] for p in predictions),
+    }
+    below = [p for p in predictions if p["regime"] == "below"]
+    if below:
+        out["subscribers_corrected"] = statistics.fmean(p["subscribers_corrected"] for p in below)
+        out["subscribers_paper"] = statistics.fmean(p["subscribers_paper"] for p in below)
+    return out
+
+
+def near_threshold(prediction: dict) -> bool:
+    """Below Γc but close enough that a finite network falls short of eq. 17."""
+    return prediction["regime"] == "below" and prediction["Gamma_over_Gamma_c"] > NEAR_THRESHOLD

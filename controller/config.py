@@ -242,9 +242,13 @@ class AclTopology(Strict):
     b: PositiveFloat = 1.0
     """Power-law exponent of the degree distribution."""
 
+    def counts(self) -> list[tuple[int, int]]:
+        """(degree x, nodes of that degree) for x = 1 .. floor(e^(a/b))."""
+        return [(x, math.floor(math.exp(self.a) / x ** self.b)) for x in range(1, math.floor(math.exp(self.a / self.b)) + 1)]
+
     def size(self) -> int:
         """N = the sum over x of floor(e^a / x^b)."""
-        return sum(math.floor(math.exp(self.a) / x ** self.b) for x in range(1, math.floor(math.exp(self.a / self.b)) + 1))
+        return sum(c for _, c in self.counts())
 
 
 class SmallWorldTopology(Strict):

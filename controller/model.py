@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import csv
 import json
-import statistics
 from collections import Counter
 from pathlib import Path
 
@@ -23,9 +22,6 @@ from . import plans, topology, workloads
 from .config import Experiment, ExperimentError, load_experiment
 from .progress import console
 from .sweep import Point, points, short_names
-
-NEAR = 0.85
-"""Γ/Γc above which a finite network is expected to fall short of eq. 17 (ferretti-gossip.md §10)."""
 
 
 def predict(exp: Experiment) -> dict:
@@ -43,14 +39,8 @@ def predict(exp: Experiment) -> dict:
         preds += [gossip_model.predict(degrees, c / n, gamma, n) for c in counts.values()]
     if not preds:
         raise ExperimentError("overlaylab model: no node subscribes to anything")
-    regimes = {p["regime"] for p in preds}
-    return {
-        "Gamma": statistics.fmean(p["Gamma"] for p in preds),
-        "Gamma_c": statistics.fmean(p["Gamma_c"] for p in preds),
-        "Gamma_over_Gamma_c": statistics.fmean(p["Gamma_over_Gamma_c"] for p in preds),
-        "regime": regimes.pop() if len(regimes) == 1 else "mixed",
-        "model_receivers": statistics.fmean(p["receivers"] for p in preds),
-    }
+    avg = gossip_model.average(preds)
+    return {k: avg[k] for k in ("Gamma", "Gamma_c", "Gamma_over_Gamma_c", "regime")} | {"model_receivers": avg["receivers"]}
 
 
 def simulated(results: Path) -> dict[str, dict]:
@@ -66,7 +56,7 @@ def simulated(results: Path) -> dict[str, dict]:
 def note(row: dict) -> str:
     if row["regime"] != "below":
         return "above Γc: N x estimator"
-    if row["Gamma_over_Gamma_c"] > NEAR:
+    if gossip_model.near_threshold(row):
         return "eq. 17, near Γc: finite size"
     return "eq. 17"
 

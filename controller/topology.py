@@ -14,7 +14,6 @@ degree histogram the analytic model is evaluated on, and the connected component
 from __future__ import annotations
 
 import hashlib
-import math
 import random
 
 import networkx as nx
@@ -45,9 +44,9 @@ def render(exp: Experiment) -> tuple[Adjacency, dict] | None:
 
 
 def acl_degrees(a: float, b: float) -> np.ndarray:
-    """floor(e^a / x^b) nodes of degree x, x = 1 .. floor(e^(a/b)) (ACL; §4.2)."""
-    xs = range(1, math.floor(math.exp(a / b)) + 1)
-    return np.concatenate([np.full(math.floor(math.exp(a) / x ** b), x, dtype=np.int64) for x in xs])
+    """The ACL degree sequence (§4.2, ``AclTopology.counts``): floor(e^a / x^b) nodes of degree x."""
+    counts = AclTopology(model="acl", a=a, b=b).counts()
+    return np.concatenate([np.full(c, x, dtype=np.int64) for x, c in counts])
 
 
 def read_degrees(path: str, n: int) -> np.ndarray:

@@ -23,9 +23,6 @@ from .. import gossip_model as model
 from ..plotting import plt, save
 from . import ProtocolAnalysis, register_analysis
 
-NEAR_THRESHOLD = 0.85
-"""Γ/Γc above which finite-size depletion is expected to pull simulation below eq. 17."""
-
 
 class StaticGossipAnalysis(ProtocolAnalysis):
     title = "Gossip on a static graph (Ferretti)"
@@ -130,27 +127,18 @@ class StaticGossipAnalysis(ProtocolAnalysis):
 
 def model_summary(predicted: list[dict], sim_mean: float) -> dict:
     """The per-event predictions averaged, with a word on how far to trust the comparison."""
-    regimes = {p["regime"] for p in predicted}
-    mean = statistics.fmean(p["receivers"] for p in predicted)
-    ratio = statistics.fmean(p["Gamma_over_Gamma_c"] for p in predicted)
+    avg = model.average(predicted)
+    mean, ratio = avg.pop("receivers"), avg["Gamma_over_Gamma_c"]
     out = {
-        "regime": regimes.pop() if len(regimes) == 1 else "mixed",
-        "estimate": "eq. 17" if all(p["regime"] == "below" for p in predicted)
-        else "N x outbreak estimator (§6 item 11)" if all(p["regime"] == "above" for p in predicted) else "mixed",
+        "estimate": {"below": "eq. 17", "above": "N x outbreak estimator (§6 item 11)"}.get(avg["regime"], "mixed"),
         "receivers_mean": mean,
         "sim_over_model": sim_mean / mean if mean else None,
-        "Gamma": statistics.fmean(p["Gamma"] for p in predicted),
-        "Gamma_c": statistics.fmean(p["Gamma_c"] for p in predicted),
-        "Gamma_over_Gamma_c": ratio,
+        **avg,
     }
-    below = [p for p in predicted if p["regime"] == "below"]
-    if below:
-        out["subscribers_corrected"] = statistics.fmean(p["subscribers_corrected"] for p in below)
-        out["subscribers_paper"] = statistics.fmean(p["subscribers_paper"] for p in below)
-    if out["regime"] == "below" and ratio > NEAR_THRESHOLD:
+    if model.near_threshold(avg):
         out["note"] = (f"Γ is {ratio:.2f} of Γc: near the threshold a finite network runs out of fresh nodes "
                        "(finite-size depletion), so simulation falls below eq. 17, which assumes an infinite tree-like graph")
-    elif out["regime"] == "below":
+    elif avg["regime"] == "below":
         out["note"] = "below the threshold, away from Γc: eq. 17 should hold within sampling noise"
     else:
         out["note"] = "above the threshold: eq. 17 diverges; compared with N x the outbreak estimator"
