@@ -63,10 +63,16 @@ class Nodes(Strict):
     """local backend: peers hosted by one OS process (one gRPC server each)."""
     bootstrap_contacts: PositiveInt = 5
     """Contacts each peer starts with (a later join: random live ones)."""
-    contacts: Literal["random", "ring"] = "random"
+    contacts: Literal["random", "ring", "per_topic"] = "random"
     """How the initial contacts are chosen. random: distinct random other nodes. ring: the
     bootstrap_contacts nearest ids around a ring of all nodes (half on each side, at least one),
-    a fixed graph for protocols with a static topology layer."""
+    a fixed graph for protocols with a static topology layer. per_topic: for every topic of the
+    node, a uniform sample of the topic's other subscribers, min(n_t - 1, ceil(ln n_t + c))
+    of them, with c = -ln(-ln(contacts_connectivity)) (Kermarrec, Massoulie, Ganesh: random
+    out-views of that size connect the topic's subscribers with that probability); each
+    contact's descriptor lists the topics it was drawn for (per-topic overlays, StaN)."""
+    contacts_connectivity: float = Field(0.99, gt=0.0, lt=1.0)
+    """per_topic contacts: the probability of connectivity the per-topic sample is sized for."""
 
 
 class Subscriptions(Strict):
@@ -203,9 +209,49 @@ class BernoulliWorkload(Strict):
     """σ: probability that a node subscribes to a topic."""
 
 
+class UniverseWorkload(Strict):
+    """A self-contained universe (stan.md §6.2) built from a generated LiveJournal-like or
+    Wikipedia-like population (controller/universes.py; synthetic stand-ins for the dumps). It
+    fixes the node count: ``overlaylab validate`` names it."""
+
+    model: Literal["universe"]
+    flavour: Literal["livejournal", "wikipedia"] = "livejournal"
+    """livejournal: users own journals, the universe grows by own journals, mild correlation;
+    wikipedia: pages, grows by one random page per user, stronger correlation."""
+    population: PositiveInt = 10_000
+    """Users of the generated population."""
+    pages: PositiveInt | None = None
+    """wikipedia: pages in the population (default population / 2)."""
+    communities: PositiveInt = 100
+    """Communities users and topics belong to (what correlates subscriptions)."""
+    locality: float | None = Field(None, ge=0.0, le=1.0)
+    """Share of a user's subscriptions in its own community (default 0.5 livejournal, 0.85 wikipedia)."""
+    popularity_alpha: float = Field(1.0, ge=0.0)
+    """Zipf exponent of topic popularity."""
+    subscriptions_exponent: float = Field(1.6, gt=1.0)
+    """Power-law exponent of subscriptions per user."""
+    max_subscriptions: PositiveInt = 500
+    """Most subscriptions of one user in the population."""
+    seeds: PositiveInt = 100
+    """Seed topics of the universe (the paper's Table 1 'Seeds')."""
+    min_subscribers: PositiveInt = 30
+    """Topics with fewer subscribers are pruned (the paper: 30)."""
+    candidates: PositiveInt = 5
+    """Universes built; the one with the median topics/nodes ratio is kept (the paper: 100)."""
+    seed: int = 1
+    """The universe's own seed: runs with different seeds (sweep.seeds) share the universe."""
+
+    def build(self) -> tuple[frozenset[str], ...]:
+        from .universes import build
+
+        return build(self.flavour, self.population, self.pages, self.communities, self.locality, self.popularity_alpha,
+                     self.subscriptions_exponent, self.max_subscriptions, self.seeds, self.min_subscribers,
+                     self.candidates, self.seed)
+
+
 Workload = Annotated[
     Union[_tagged(UniformWorkload, ZipfWorkload, SpiderCastWorkload, StanGridWorkload, SocialWorkload, TraceWorkload,
-                  BernoulliWorkload)],
+                  BernoulliWorkload, UniverseWorkload)],
     _by_model("uniform"),
 ]
 
@@ -499,7 +545,8 @@ class Sweep(Strict):
     (for settings that are no product, e.g. gamma 0.1 with sigma 0.2..0.6, then sigma 0.1 with
     gamma 0.2..0.6)."""
     seeds: list[int] = []
-    """The seeds every point runs with (default: the file's seed)."""
+    """The seeds every point runs with (default: the file's seed); seeds alone sweep the file as
+    it is over them."""
     parallel: PositiveInt | None = None
     """Points run at once (default: one per core)."""
 
@@ -601,7 +648,8 @@ class Outputs(Strict):
     analyze: bool = True
     """Run the analysis when the experiment ends."""
     snapshot_every_s: PositiveFloat | None = None
-    """sim: snapshot every node's links this often (for convergence over time); always at the end."""
+    """Snapshot every node's links this often (convergence over time; on local and k8s peers
+    through Control.GetSnapshot, so a snapshot is not one instant); always at the end."""
 
 
 class Experiment(Strict):
@@ -645,6 +693,10 @@ class Experiment(Strict):
 
     @model_validator(mode="after")
     def _networks(self) -> Experiment:
+        if isinstance(self.workload, UniverseWorkload) and len(self.workload.build()) != self.nodes.count:
+            size = len(self.workload.build())
+            raise ValueError(f"workload: the {self.workload.flavour} universe of {self.workload.seeds} seeds has {size} "
+                             f"nodes; set nodes.count: {size} (got {self.nodes.count})")
         if isinstance(self.topology, AclTopology) and self.topology.size() != self.nodes.count:
             raise ValueError(f"topology: acl a={self.topology.a:g} b={self.topology.b:g} has {self.topology.size()} nodes; "
                              f"set nodes.count: {self.topology.size()} (got {self.nodes.count})")

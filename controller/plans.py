@@ -8,7 +8,9 @@ Times are run times: seconds from the start of the run; the warm-up ends at ``ph
 from __future__ import annotations
 
 import hashlib
+import math
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from . import churn, topology, workloads
@@ -39,6 +41,9 @@ class Plan:
     """Stats of each network's static graph (``topology.stats``); empty without one."""
     static: bool = False
     """The contacts are a fixed graph (``topology``): a rejoining node gets its neighbours back."""
+    contact_topics: list[dict[int, frozenset[str]]] = field(default_factory=list)
+    """``nodes.contacts: per_topic``: per node, each contact's topics it was drawn for (what its
+    descriptor lists); empty otherwise (a descriptor lists the contact's subscriptions)."""
 
 
 def render(exp: Experiment) -> Plan:
@@ -51,22 +56,24 @@ def render(exp: Experiment) -> Plan:
     churn_plan = churn.render(exp, end)
     subs: list[frozenset[str]] = []
     contacts: list[list[int]] = []
+    drawn_for: list[dict[int, frozenset[str]]] = []
     pubs: list[Publication] = []
     skipped = 0
     for k, (e, part) in enumerate(zip(nets, parts)):
-        s, c = part.subscriptions, part.contacts
+        s, c, d = part.subscriptions, part.contacts, part.contact_topics
         ps, sk = publications(e, s, part.times, part.topics, churn_plan)
         skipped += sk
         if len(nets) > 1:
             prefix, offset = f"n{k}.", k * exp.nodes.count
             s = [frozenset(prefix + t for t in ts) for ts in s]
             c = [[j + offset for j in cs] for cs in c]
+            d = [{j + offset: frozenset(prefix + t for t in ts) for j, ts in m.items()} for m in d]
             ps = [Publication(p.at_s, p.node + offset, prefix + p.topic) for p in ps]
-        subs, contacts, pubs = subs + s, contacts + c, pubs + ps
+        subs, contacts, drawn_for, pubs = subs + s, contacts + c, drawn_for + d, pubs + ps
     pubs.sort(key=lambda p: p.at_s)  # stable: network order at one time
     graphs = [p.graph for p in parts if p.graph is not None]
     return Plan(subs, contacts, pubs, churn_plan, NetworkPlan(exp, len(subs)), end, skipped,
-                topology=graphs, static=bool(graphs))
+                topology=graphs, static=bool(graphs), contact_topics=drawn_for)
 
 
 @dataclass
@@ -79,15 +86,21 @@ class _NetworkPart:
     times: list[float]
     topics: list[str]
     graph: dict | None
+    contact_topics: list[dict[int, frozenset[str]]]
 
     @classmethod
     def render(cls, exp: Experiment) -> _NetworkPart:
         subs = workloads.render(exp)
         times, topics = publication_slots(exp, subs)
         graph = topology.render(exp)
-        if graph is None:
-            return cls(subs, bootstrap_contacts(exp), times, topics, None)
-        return cls(subs, graph[0], times, topics, graph[1])
+        if graph is not None:
+            return cls(subs, graph[0], times, topics, graph[1], [])
+        if exp.nodes.contacts == "per_topic":
+            rng = random.Random(f"{exp.seed}:bootstrap")
+            members = members_of_topics(subs, range(len(subs)))
+            drawn = [per_topic_contacts(exp, subs, i, members, rng) for i in range(len(subs))]
+            return cls(subs, [sorted(d) for d in drawn], times, topics, None, drawn)
+        return cls(subs, bootstrap_contacts(exp), times, topics, None, [])
 
 
 def manifest(plan: Plan) -> dict:
@@ -123,6 +136,43 @@ def bootstrap_contacts(exp: Experiment) -> list[list[int]]:
                 picks.add(j)
         contacts.append(sorted(picks))
     return contacts
+
+
+def per_topic_view_size(members: int, connectivity: float) -> int:
+    """Out-view size that makes a random graph of ``members`` nodes connected with probability
+    ``connectivity``: min(n - 1, ceil(ln n + c)), c = -ln(-ln(connectivity))."""
+    c = -math.log(-math.log(connectivity))
+    return max(0, min(members - 1, math.ceil(math.log(members) + c)))
+
+
+def members_of_topics(subs: list[frozenset[str]], among: Iterable[int]) -> dict[str, list[int]]:
+    """topic -> the nodes of ``among`` that subscribe to it, in the order of ``among``."""
+    members: dict[str, list[int]] = {}
+    for j in among:
+        for t in sorted(subs[j]):
+            members.setdefault(t, []).append(j)
+    return members
+
+
+def per_topic_contacts(exp: Experiment, subs: list[frozenset[str]], node: int, members: dict[str, list[int]],
+                       rng: random.Random) -> dict[int, frozenset[str]]:
+    """``nodes.contacts: per_topic``: for each topic of ``node`` (in topic order), a uniform
+    sample of the topic's other ``members``; contact -> the topics it was drawn for."""
+    drawn: dict[int, set[str]] = {}
+    for t in sorted(subs[node]):
+        others = [j for j in members.get(t, ()) if j != node]
+        size = per_topic_view_size(len(others) + 1, exp.nodes.contacts_connectivity)
+        for j in rng.sample(others, min(size, len(others))):
+            drawn.setdefault(j, set()).add(t)
+    return {j: frozenset(ts) for j, ts in sorted(drawn.items())}
+
+
+def contact_topics(plan: Plan, node: int, contact: int) -> frozenset[str]:
+    """The topics ``contact``'s descriptor lists when handed to ``node``: the topics it was drawn
+    for (``per_topic`` contacts), else its subscriptions."""
+    if plan.contact_topics:
+        return plan.contact_topics[node].get(contact, frozenset())
+    return plan.subscriptions[contact]
 
 
 def publication_slots(exp: Experiment, subs: list[frozenset[str]]) -> tuple[list[float], list[str]]:
@@ -188,6 +238,10 @@ def join_contacts(exp: Experiment, plan: Plan, node: int, at_s: float, alive: se
         return plan.contacts[node]
     rng = random.Random(f"{exp.seed}:join:{node}:{at_s:.6f}")
     others = sorted(alive - {node})
+    if plan.contact_topics:  # per-topic samples among the live subscribers
+        members = members_of_topics(plan.subscriptions, others)
+        plan.contact_topics[node] = per_topic_contacts(exp, plan.subscriptions, node, members, rng)
+        return sorted(plan.contact_topics[node])
     return rng.sample(others, min(exp.nodes.bootstrap_contacts, len(others)))
 
 

@@ -38,6 +38,8 @@ COLUMNS = [
     ("p99 latency ms", ("latency_ms", "p99")), ("dup.", ("duplication_factor",)), ("relay", ("relay_ratio",)),
     ("mean degree", ("degree", "mean")), ("msgs/node/cycle", ("overhead", "msgs_per_node_per_cycle")),
     ("receivers/event", ("protocol_metrics", "receivers_mean")),
+    ("PVS initial", ("protocol_metrics", "ipvs_mean")), ("PVS final", ("protocol_metrics", "fpvs_mean")),
+    ("LVS", ("protocol_metrics", "lvs_mean")),
 ]
 
 
@@ -74,9 +76,9 @@ def points(file: str | Path, overrides: list[str] = (), *, check: bool = True,
     """The file's base experiment and its points, each validated (``check``; an index of the
     sweep's Job trusts the sweep that made it) and, with ``sim_only``, each a simulation."""
     base = load_experiment(file, overrides)
-    settings = base.sweep.settings()
+    settings = base.sweep.settings() or ([{}] if base.sweep.seeds else [])
     if not settings:
-        raise ExperimentError(f"{file}: no sweep.grid or sweep.points: nothing to sweep "
+        raise ExperimentError(f"{file}: no sweep.grid, sweep.points or sweep.seeds: nothing to sweep "
                               "(add a sweep: section, docs/experiments.md)")
     seeds = base.sweep.seeds or [base.seed]
     found = [Point(k, s, seed) for k, (s, seed) in enumerate(itertools.product(settings, seeds))]
@@ -155,6 +157,7 @@ def run_sweep(file: str | Path, overrides: list[str], out: Path | None = None, p
               "wall_s": round(time.perf_counter() - started, 2), "points": rows}
     if analyze:
         record["rows"] = _analyse(sweep_dir, rows)
+        record["protocol"] = _protocol_analysis(base.protocol.name, sweep_dir, record["rows"])
     (sweep_dir / "sweep.json").write_text(json.dumps(record, indent=2) + "\n")
     if analyze:
         _write_csv(sweep_dir / "sweep.csv", base.sweep.paths(), record["rows"])
@@ -192,6 +195,14 @@ def _analyse(sweep_dir: Path, rows: list[dict]) -> list[dict]:
                           "run_dir": str(run.relative_to(sweep_dir)),
                           **{name: _get(summary, path) for name, path in COLUMNS}})
     return table
+
+
+def _protocol_analysis(protocol: str, sweep_dir: Path, rows: list[dict]) -> dict:
+    """The protocol's analysis across the sweep's runs (``ProtocolAnalysis.sweep``)."""
+    from analysis.protocols import sweep_analysis
+
+    runs = [(r, json.loads((sweep_dir / r["run_dir"] / "summary.json").read_text())) for r in rows if r["status"] == "ok"]
+    return sweep_analysis(protocol, sweep_dir, runs)
 
 
 def _get(summary: dict, path: tuple[str, ...]) -> Any:

@@ -16,6 +16,7 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 
+from . import universes
 from .config import (
     BernoulliWorkload,
     Experiment,
@@ -24,6 +25,7 @@ from .config import (
     StanGridWorkload,
     TraceWorkload,
     UniformWorkload,
+    UniverseWorkload,
     ZipfWorkload,
 )
 from .datafiles import PlanError, data_lines
@@ -53,6 +55,8 @@ def render(exp: Experiment) -> Subscriptions:
         return from_trace(w, n, rng)
     if isinstance(w, BernoulliWorkload):
         return bernoulli(w, n, rng)
+    if isinstance(w, UniverseWorkload):
+        return list(w.build())
     raise PlanError(f"workload.model: unknown model {w.model!r}")
 
 
@@ -222,28 +226,10 @@ def read_subscription_trace(path: str | Path) -> dict[str, set[str]]:
     return out
 
 
-def universe(subs: dict[str, set[str]], seeds: int, grow: str, min_subscribers: int,
-             rng: random.Random) -> dict[str, set[str]]:
-    """StaN/Rappel self-contained universe (stan.md §6.2, steps 1-5)."""
-    topics = sorted({t for ts in subs.values() for t in ts})
-    seed_set = set(rng.sample(topics, min(seeds, len(topics))))
-    for user, ts in sorted(subs.items()):
-        if ts & seed_set:
-            if grow == "own_topic":
-                if user in set(topics):
-                    seed_set.add(user)
-            else:
-                seed_set.add(rng.choice(sorted(ts)))
-    restricted = {u: ts & seed_set for u, ts in subs.items() if ts & seed_set}
-    counts = Counter(t for ts in restricted.values() for t in ts)
-    pruned = {u: {t for t in ts if counts[t] >= min_subscribers} for u, ts in restricted.items()}
-    return {u: ts for u, ts in pruned.items() if ts}
-
-
 def from_trace(w: TraceWorkload, n: int, rng: random.Random) -> Subscriptions:
     subs = read_subscription_trace(w.path)
     if w.universe_seeds:
-        subs = universe(subs, w.universe_seeds, w.universe_grow, w.universe_min_subscribers, rng)
+        subs = universes.universe(subs, w.universe_seeds, w.universe_grow, w.universe_min_subscribers, rng)
     if len(subs) < n:
         raise PlanError(f"{w.path}: {len(subs)} nodes in the trace, fewer than nodes.count = {n}")
     return [frozenset(ts) for ts in list(subs.values())[:n]]

@@ -41,6 +41,8 @@ def spans(sim: Simulation) -> list[dict]:
 CONFORMANCE_PARAMS = {"static_gossip": {"gamma": 1.0}}
 """Parameters a protocol needs to deliver every event of the conformance run (static gossip
 below gamma 1 reaches a share of the graph by design)."""
+CONFORMANCE_CONTACTS = {"stan": "per_topic"}
+"""The contacts a protocol starts from where a ring is not its bootstrap (StaN's per-topic views)."""
 
 
 def conformance_experiment(protocol: str, **sections) -> dict:
@@ -49,7 +51,8 @@ def conformance_experiment(protocol: str, **sections) -> dict:
     return {
         "name": f"conformance-{protocol}", "seed": 3, "backend": "sim",
         "protocol": {"name": protocol, "params": CONFORMANCE_PARAMS.get(protocol, {})},
-        "nodes": {"count": 16, "peers_per_process": 4, "bootstrap_contacts": 4, "contacts": "ring"},
+        "nodes": {"count": 16, "peers_per_process": 4, "bootstrap_contacts": 4,
+                  "contacts": CONFORMANCE_CONTACTS.get(protocol, "ring")},
         "workload": {"model": "uniform", "topics": 4, "subscriptions": {"min": 2, "max": 2}},
         "publications": {"count": 24, "rate_per_s": 6},
         "network": {"delay": {"model": "constant", "ms": 20}},

@@ -86,6 +86,7 @@ def _analyse(spark: SparkSession, staged_run: StagedRun) -> dict:
         plugin.add_snapshot(snapshot)
         final = snapshot
     stats = read_jsonl(rd / "stats.jsonl")
+    plugin.add_stats(stats)
     summary = summarize(meta, raw_spans, spans, dels, events, final, stats, subscriptions)
     summary["refused_events"] = refused_summary(refused)
     summary["spans"]["lost_at_least"] = m.missing_parents(raw_spans)

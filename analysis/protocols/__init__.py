@@ -30,6 +30,9 @@ class ProtocolAnalysis:
     def add_events(self, rows: list[dict]) -> None:
         """Every event's row of ``metrics/events.parquet`` (if ``wants_events``)."""
 
+    def add_stats(self, rows: list[dict]) -> None:
+        """Every node's counters (``stats.jsonl``), after the snapshots."""
+
     def metrics(self, final: list[dict]) -> dict:
         """``protocol_metrics``; ``final`` is the last snapshot's rows."""
         return {}
@@ -41,6 +44,12 @@ class ProtocolAnalysis:
     def report_rows(self, metrics: dict) -> list[tuple[str, object]]:
         """(label, value) rows of the report's section for this protocol."""
         return []
+
+    @staticmethod
+    def sweep(sweep_dir: Path, runs: list[tuple[dict, dict]]) -> dict:
+        """Across a sweep's runs ((table row, summary) each): what ``sweep.json`` records under
+        ``protocol``, with plots drawn into ``sweep_dir``. Default: nothing."""
+        return {}
 
 
 _analyses: dict[str, Callable[[dict, dict[int, list[str]]], ProtocolAnalysis]] = {}
@@ -54,4 +63,9 @@ def analysis_for(meta: dict, subscriptions: dict[int, list[str]]) -> ProtocolAna
     return _analyses.get(meta["protocol"], ProtocolAnalysis)(meta, subscriptions)
 
 
-from . import poldercast, static_gossip  # noqa: E402,F401  (register "poldercast", "static_gossip")
+def sweep_analysis(protocol: str, sweep_dir: Path, runs: list[tuple[dict, dict]]) -> dict:
+    factory = _analyses.get(protocol, ProtocolAnalysis)
+    return getattr(factory, "sweep", ProtocolAnalysis.sweep)(sweep_dir, runs)
+
+
+from . import poldercast, stan, static_gossip  # noqa: E402,F401  (register their analyses)

@@ -32,7 +32,7 @@ from node.transport.security import Credentials, aio_channel
 from .. import plans
 from ..config import Experiment
 from ..progress import console, phase
-from ..rundir import RunDir, Timeline, run_meta, snapshot_rows
+from ..rundir import JsonLines, RunDir, Timeline, run_meta, snapshot_rows
 
 RPC_TIMEOUT_S = 30.0
 WATCH_S = 0.5
@@ -97,15 +97,16 @@ class Driver(ABC):
             bandwidth_kbps=net.bandwidth_kbps or 0.0,
         )
 
-    def _descriptor(self, j: int) -> peer_pb2.NodeDescriptor:
-        return peer_pb2.NodeDescriptor(node_id=j, addr=self.addrs[j], topics=sorted(self.plan.subscriptions[j]))
+    def _descriptor(self, node: int, j: int) -> peer_pb2.NodeDescriptor:
+        """Contact ``j`` as handed to ``node``."""
+        return peer_pb2.NodeDescriptor(node_id=j, addr=self.addrs[j], topics=sorted(plans.contact_topics(self.plan, node, j)))
 
     async def _join(self, node: int, contacts: list[int], initial: bool = False) -> None:
         await self.ctl[node].SetLinkRules(self._link_rules(node), timeout=RPC_TIMEOUT_S)
         self.alive.add(node)
         self.timeline.record(time.time_ns(), "join", node, **({"initial": True} if initial else {}))
         await self.ctl[node].Join(control_pb2.JoinRequest(
-            contacts=[self._descriptor(j) for j in contacts], topics=sorted(self.plan.subscriptions[node]),
+            contacts=[self._descriptor(node, j) for j in contacts], topics=sorted(self.plan.subscriptions[node]),
         ), timeout=RPC_TIMEOUT_S)
 
     def _lock(self, node: int) -> asyncio.Lock:
@@ -186,7 +187,8 @@ class Driver(ABC):
         exp, rd, plan = self.exp, self.rd, self.plan
         rd.write_jsonl("subscriptions.jsonl", ({"node": i, "topics": sorted(t)} for i, t in enumerate(plan.subscriptions)))
         meta: dict = {}
-        watcher = None
+        watcher = snapshotter = None
+        snapshots = JsonLines(rd, "snapshots.jsonl")
         try:
             await self.start_peers()
             loop = asyncio.get_running_loop()
@@ -199,6 +201,8 @@ class Driver(ABC):
                         skipped_publications=plan.skipped_publications, **plans.manifest(plan))
             rd.write_json("run.json", run_meta(exp, rd, **meta))
             watcher = asyncio.ensure_future(self._watch_hosts())
+            if exp.outputs.snapshot_every_s:
+                snapshotter = asyncio.ensure_future(self._snapshot_every(exp.outputs.snapshot_every_s, plan.end_s, snapshots))
             await asyncio.gather(*(self._join(i, plans.initial_contacts(plan, i), initial=True)
                                    for i in range(self.n) if i not in plan.churn.offline_at_start))
             tasks = []
@@ -220,6 +224,8 @@ class Driver(ABC):
                     advance(plan.end_s - left)
                     await asyncio.sleep(min(0.5, left))
                 advance(plan.end_s)
+            if snapshotter is not None:
+                snapshotter.cancel()
             meta["ended_ns"] = time.time_ns()
             snaps = await self._each_alive("GetSnapshot")
             fidelity = await self._fidelity()
@@ -228,7 +234,7 @@ class Driver(ABC):
             meta["counters_ns"] = time.time_ns()
             for i in sorted(self.alive):
                 self.timeline.record(time.time_ns(), "leave", i, end_of_run=True)
-            rd.write_jsonl("snapshots.jsonl", (row for s in snaps.values() for row in snapshot_rows(codec.snapshot_from_pb(s), meta["ended_ns"])))
+            snapshots.write(row for s in snaps.values() for row in snapshot_rows(codec.snapshot_from_pb(s), meta["ended_ns"]))
             rd.write_jsonl("stats.jsonl", ({"node": s.node_id, "counters": dict(s.counters)} for s in stats.values()))
             if fidelity:
                 rd.write_json("fidelity.json", fidelity)
@@ -242,15 +248,29 @@ class Driver(ABC):
                     meta.update(status="failed", error=f"{type(e).__name__}: {e}")
             raise
         finally:
-            if watcher is not None:
-                watcher.cancel()
+            for task in (watcher, snapshotter):
+                if task is not None:
+                    task.cancel()
             self.timeline.close()
+            snapshots.close()
             for c in self.channels.values():
                 await c.close()
             if self.failures:
                 console.print(f"[yellow]failed actions: {self.failures}[/]")
             if meta:
                 rd.write_json("run.json", run_meta(exp, rd, **meta, failed_actions=self.failures))
+
+    async def _snapshot_every(self, every: float, end_s: float, out: JsonLines) -> None:
+        """``outputs.snapshot_every_s``: every live node's links at each multiple of ``every``
+        seconds into the run, before its end (a node that does not answer is left out)."""
+        loop = asyncio.get_running_loop()
+        for k in range(1, math.ceil(end_s / every)):
+            await asyncio.sleep(max(0.0, self.t0 + k * every - loop.time()))
+            at, alive = time.time_ns(), sorted(self.alive)
+            replies = await asyncio.gather(*(self.ctl[i].GetSnapshot(EMPTY, timeout=RPC_TIMEOUT_S) for i in alive),
+                                           return_exceptions=True)
+            out.write(row for r in replies if not isinstance(r, BaseException)
+                      for row in snapshot_rows(codec.snapshot_from_pb(r), at))
 
     async def _each_alive(self, method: str) -> dict:
         """``method`` on every live node, concurrently; a node that does not answer is recorded

@@ -122,8 +122,7 @@ class _SimRun:
         self.started.add(i)
         self.alive.add(i)
         self.timeline.record(ns(self.sim.now), "join", i, **({"initial": True} if initial else {}))
-        subs = self.plan.subscriptions
-        self.sim.start_node(i, [Descriptor(j, sim_addr(j), subs[j]) for j in contacts])
+        self.sim.start_node(i, [Descriptor(j, sim_addr(j), plans.contact_topics(self.plan, i, j)) for j in contacts])
 
     def depart(self, i: int, kind: str) -> None:
         if i not in self.alive:

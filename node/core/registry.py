@@ -35,6 +35,10 @@ class ProtocolSpec:
     """The longest a request waits for its reply (the gRPC deadline adds a margin to it)."""
     dissemination_params: frozenset[str] = frozenset()
     """Config fields only the dissemination rule reads (``sim.variants`` may change them)."""
+    channels_follow_links: bool = False
+    """The gRPC shell keeps channels only to the core's current neighbours (the union of its
+    views), closing the others once idle at every timer tick: its open channels are then the
+    node's physical links (StaN's PVS). Otherwise a channel stays open once used."""
 
 
 _protocols: dict[str, ProtocolSpec] = {}

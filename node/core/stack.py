@@ -71,6 +71,13 @@ class Layer(_Part):
     def bootstrap(self, contacts: Sequence[Descriptor]) -> None:
         """The contacts the node joins with (default: ignored)."""
 
+    def first_tick(self, now: float, rng: random.Random) -> float:
+        """When the first tick of a node that starts at ``now`` is due: by default at a random
+        phase in [now, now + period), so that nodes stay unsynchronised."""
+        period = self.period
+        assert period is not None
+        return now + rng.uniform(0.0, period)
+
     def tick(self, now: float) -> list[Action]:
         """One active cycle (called every ``period``)."""
         return []
@@ -244,7 +251,7 @@ class Stack:
         for layer in self.layers.values():
             layer.bootstrap(contacts)
             if layer.period is not None:
-                timers.append(SetTimer(layer.name, now + self.rng.uniform(0.0, layer.period)))
+                timers.append(SetTimer(layer.name, layer.first_tick(now, self.rng)))
         return timers
 
     def on_timer(self, name: str, now: float) -> list[Action]:

@@ -244,12 +244,18 @@ def parse(pb_class: type, data: bytes):
 
 
 def wire_size(m: Message, sender: int) -> int:
-    """Encoded size in bytes. Gossip sizes are summed from each descriptor's measured profile size
-    (``Descriptor.profile_bytes``: the same profiles travel again and again) with protobuf's
-    framing arithmetic."""
-    if type(m) is not Gossip:
+    """Encoded size in bytes. Gossip and signal sizes are summed from each descriptor's measured
+    profile size (``Descriptor.profile_bytes``: the same profiles travel again and again) with
+    protobuf's framing arithmetic (``test_conformance`` checks it against the encoding)."""
+    kind = type(m)
+    if kind is Gossip:
+        size = _layer_field(m.layer) + (2 if m.reply else 0)
+    elif kind is Signal:
+        size = _layer_field(m.layer) + _layer_field(m.kind) + sum(_field(len(t.encode())) for t in m.topics)
+        if m.values:
+            size += _field(sum(_varint_len(v if v >= 0 else v + (1 << 64)) for v in m.values))
+    else:
         return wire_type(m).encode(m, sender, NO_TRACE).ByteSize()
-    size = _layer_field(m.layer) + (2 if m.reply else 0)
     for d in (m.sender, *m.entries):
         n = d.profile_bytes or _measure_profile(d)
         if d.age:

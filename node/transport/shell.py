@@ -89,12 +89,14 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         self.shared = {} if shared is None else shared
         """Handed to the core (``create_protocol``); the peers of one process share it."""
         self.reply_timeout_s = protocol_spec(protocol).reply_timeout_s(params)
+        self.channels_follow_links = protocol_spec(protocol).channels_follow_links
         self.server: grpc.aio.Server | None = None
         self.control_server: grpc.aio.Server | None = None
         self.control_port = 0
         self._log_budget = RateLimit(LOG_PER_S)
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._calls: dict[tuple[str, str], grpc.aio.UnaryUnaryMultiCallable] = {}
+        self._in_flight: Counter[str] = Counter()  # calls under way per address
         self._reply_to: int | None = None  # while _execute runs: the node whose call is being served
         self._reply = None  # ... and the reply to it, which travels as the call's response
         self._links: tuple = ()  # ... and the span contexts a publish span links to
@@ -192,7 +194,19 @@ class PeerShell(control_pb2_grpc.ControlServicer):
     def _on_timer(self, name: str) -> None:
         self._timers.pop(name, None)
         self._execute(self.core.on_timer(name, self.now))
+        if self.channels_follow_links:
+            self._close_unlinked_channels()
         self.checkpoint()
+
+    def _close_unlinked_channels(self) -> None:
+        """Close the idle channels to peers that are no longer the core's neighbours."""
+        linked = {d.addr for d in self.core.union().values()}
+        for addr in [a for a in self._channels if a not in linked and not self._in_flight[a]]:
+            channel = self._channels.pop(addr)
+            for key in [k for k in self._calls if k[0] == addr]:
+                del self._calls[key]
+            self._spawn(channel.close())
+            self.stats["channels_closed"] += 1
 
     def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -226,6 +240,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
             await asyncio.sleep(delay)
         wire = codec.wire_type(a.msg)
         data = codec.encode(a.msg, self.node_id, context_bytes(span) if event else codec.NO_TRACE)
+        self._in_flight[a.addr] += 1
         try:
             if wire.exchange:
                 response = await self._call(a.addr, wire.rpc)(data, timeout=self.reply_timeout_s + 1.0)
@@ -239,6 +254,8 @@ class PeerShell(control_pb2_grpc.ControlServicer):
             self._execute(self.core.on_send_failed(a.dst, a.msg, self.now), span)
         except RemoteProtocolError as e:
             self._reject(a.dst, e)
+        finally:
+            self._in_flight[a.addr] -= 1
 
     def _receive(self, src: int, msg, parent, reply_to: int | None = None):
         try:
@@ -366,6 +383,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         counters = dict(self.stats)
         counters["spans_ended"] = self.telemetry.ended
         counters["spans_exported"] = self.telemetry.exporter.exported
+        counters["open_channels"] = len(self._channels)
         return control_pb2.Stats(node_id=self.node_id, counters=counters)
 
     async def GetSnapshot(self, request, context):
@@ -384,7 +402,6 @@ class PeerShell(control_pb2_grpc.ControlServicer):
     async def ProbeLink(self, request, context):
         """Send ``count`` probes to the node through the link emulation, ``interval_ms`` apart;
         report the one-way delays of those that arrived (same host clock on both ends)."""
-        ping = self._call(request.addr, "Ping")
         size = peer_pb2.Probe(seq=1).ByteSize()
 
         async def probe(seq: int) -> float | None:
@@ -395,13 +412,15 @@ class PeerShell(control_pb2_grpc.ControlServicer):
                 return None
             await asyncio.sleep(delay)
             try:
-                ack = peer_pb2.ProbeAck.FromString(
-                    await ping(peer_pb2.Probe(seq=seq).SerializeToString(), timeout=10.0))
+                ack = peer_pb2.ProbeAck.FromString(await ping(peer_pb2.Probe(seq=seq).SerializeToString(), timeout=10.0))
             except grpc.aio.AioRpcError:
                 return None
             return (ack.received_unix_nano - sent) / 1e6
 
-        delays = await asyncio.gather(*(probe(k) for k in range(request.count)))
+        # A channel of the probes' own: measuring a link leaves the peer's connections as they were.
+        async with aio_channel(request.addr, self.credentials, CHANNEL_OPTIONS) as channel:
+            ping = channel.unary_unary(f"/{SERVICE}/Ping")
+            delays = await asyncio.gather(*(probe(k) for k in range(request.count)))
         return control_pb2.ProbeReport(sent=request.count, delays_ms=[d for d in delays if d is not None])
 
     async def Leave(self, request, context):

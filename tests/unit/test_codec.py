@@ -104,6 +104,13 @@ def test_gossip_size_arithmetic_matches_protobuf():
         assert codec.wire_size(msg, 1) == len(codec.encode(msg, 1))
 
 
+def test_signal_size_arithmetic_matches_protobuf():
+    big = Descriptor(2**40, "h" * 300, frozenset(f"t{i}" for i in range(200)), 7, tuple((f"t{i}", i % 5) for i in range(0, 200, 3)))
+    for msg in (Signal("stan", "walk", D, (D,), ("a",), (1, 5)), Signal("s", "k", big, (D, big) * 5, ("x" * 200, ""), ()),
+                Signal("s", "k", D, (), (), (-1, 0, 2**62, 127, 128)), Signal("s", "k", D)):
+        assert codec.wire_size(msg, 1) == len(codec.encode(msg, 1))
+
+
 def test_heavy_social_subscriber_fits_and_more_topics_are_rejected():
     """The 10,000-node Twitter-like workload has a profile of 4,334 topics (with priorities);
     it must cross the wire, while a profile over MAX_TOPICS is a remote error."""

@@ -65,7 +65,7 @@ def small_run(name: str) -> tuple[Simulation, list]:
         sim.add_node(create_protocol(name, Descriptor(i, f"sim:{i}", subs[i]), exp.protocol.params,
                                      random.Random(f"{exp.seed}:node:{i}"), sim.shared))
     for i in range(exp.nodes.count):
-        sim.start_node(i, [Descriptor(j, f"sim:{j}", subs[j]) for j in plan.contacts[i]])
+        sim.start_node(i, [Descriptor(j, f"sim:{j}", plans.contact_topics(plan, i, j)) for j in plan.contacts[i]])
     for p in plan.publications:
         sim.call_at(p.at_s, lambda p=p: sim.publish(p.node, p.topic, b"x"))
     sim.run_until(plan.end_s, max_steps=2_000_000)

@@ -4,8 +4,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from controller import workloads
-from controller.config import parse_experiment
+from controller import universes, workloads
+from controller.config import ExperimentError, UniverseWorkload, parse_experiment
 from controller.workloads import PlanError
 from tests.conftest import ROOT
 
@@ -99,9 +99,26 @@ def test_trace_import_and_errors(tmp_path):
 def test_universe_builder_prunes_small_topics():
     rng = random.Random(1)
     subs = {f"user{i}": {f"t{rng.randrange(40)}" for _ in range(5)} | {f"user{i}"} for i in range(400)}
-    uni = workloads.universe(subs, seeds=3, grow="random_topic", min_subscribers=30, rng=random.Random(2))
+    uni = universes.universe(subs, seeds=3, grow="random_topic", min_subscribers=30, rng=random.Random(2))
     counts = Counter(t for ts in uni.values() for t in ts)
     assert uni and min(counts.values()) >= 30 and all(uni.values())
+    lj = universes.universe(subs, seeds=3, grow="own_topic", min_subscribers=1, rng=random.Random(2))
+    assert any(t.startswith("user") for ts in lj.values() for t in ts)  # grown by users' own topics
+
+
+@pytest.mark.parametrize("flavour", ["livejournal", "wikipedia"])
+def test_a_universe_workload_is_self_contained_and_fixes_the_node_count(flavour):
+    w = {"model": "universe", "flavour": flavour, "population": 3000, "seeds": 40, "min_subscribers": 20}
+    with pytest.raises(ExperimentError, match=r"universe of 40 seeds has (\d+) nodes; set nodes.count: \1"):
+        parse_experiment({"nodes": {"count": 7}, "workload": w})
+    size = len(UniverseWorkload(**w).build())
+    subs = render(size, **w)
+    counts = Counter(t for s in subs for t in s)
+    assert len(subs) == size and all(subs) and min(counts.values()) >= 20
+    assert subs == render(size, **w)  # a pure function of its parameters
+    assert subs == workloads.render(parse_experiment({"seed": 9, "nodes": {"count": size}, "workload": w}))
+    more = len(UniverseWorkload(**{**w, "seeds": 160}).build())
+    assert len({t for s in render(more, **{**w, "seeds": 160}) for t in s}) > len(counts)  # more seeds, more topics
 
 
 def test_describe_reports_distributions_and_correlation():
