@@ -221,11 +221,12 @@ class UniverseWorkload(Strict):
     population: PositiveInt = 10_000
     """Users of the generated population."""
     pages: PositiveInt | None = None
-    """wikipedia: pages in the population (default population / 2)."""
-    communities: PositiveInt = 100
-    """Communities users and topics belong to (what correlates subscriptions)."""
+    """wikipedia: pages in the population (default population / 10)."""
+    communities: PositiveInt | None = None
+    """Communities users and topics belong to, what correlates subscriptions (default 100
+    livejournal, 20 wikipedia)."""
     locality: float | None = Field(None, ge=0.0, le=1.0)
-    """Share of a user's subscriptions in its own community (default 0.5 livejournal, 0.85 wikipedia)."""
+    """Share of a user's subscriptions in its own community (default 0.5 livejournal, 0.95 wikipedia)."""
     popularity_alpha: float = Field(1.0, ge=0.0)
     """Zipf exponent of topic popularity."""
     subscriptions_exponent: float = Field(1.6, gt=1.0)

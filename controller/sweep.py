@@ -143,7 +143,8 @@ def run_sweep(file: str | Path, overrides: list[str], out: Path | None = None, p
         rows = [point_row(sweep_dir, p) for p in todo]
     else:
         sweep_dir.mkdir(parents=True, exist_ok=resume is not None)
-        done = {p.index: row for p in todo if (row := point_row(sweep_dir, p))["rc"] == 0} if resume else {}
+        done = {p.index: row for p in todo if (row := point_row(sweep_dir, p))["rc"] == 0
+                and (sweep_dir / p.label).is_dir()} if resume else {}  # the same settings as the file's now
         for p in todo:
             if p.index not in done:
                 for left in sweep_dir.glob(f"{p.index:03d}_*"):

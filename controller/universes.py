@@ -5,10 +5,11 @@ A population: ``population`` users with one home community each (of ``communitie
 power-law number of subscriptions (exponent ``subscriptions_exponent``, 1 to
 ``max_subscriptions``); a share ``locality`` of a user's subscriptions are topics of its home
 community, the rest any topic, both in proportion to a Zipf popularity (``popularity_alpha``).
-LiveJournal-like: every user owns a journal (a topic in its home community), the universe grows
-by the users' own journals, correlation mild (locality 0.5). Wikipedia-like: ``pages`` pages
-spread over the communities, the universe grows by one random page of each user, correlation
-stronger (locality 0.85). Then the universe: ``seeds`` random seed topics, every user of one of
+LiveJournal-like: every user owns a journal (a topic in its home community of 100), the
+universe grows by the users' own journals, correlation mild (locality 0.5; its universes have
+Table 1's LiveJournal topics/nodes ratio, about 0.05). Wikipedia-like: population / 10 pages in
+20 communities, the universe grows by one random page of each user, correlation strong
+(locality 0.95: the paper finds Wikipedia's correlation stronger). Then the universe: ``seeds`` random seed topics, every user of one of
 them, the seed set grown, subscriptions restricted to it, topics under ``min_subscribers``
 pruned once, users left with nothing dropped; of ``candidates`` universes built so, the one
 with the median topics/nodes ratio. All of it is a pure function of (parameters, seed):
@@ -23,16 +24,18 @@ from collections import Counter
 
 import numpy as np
 
-LOCALITY = {"livejournal": 0.5, "wikipedia": 0.85}
+LOCALITY = {"livejournal": 0.5, "wikipedia": 0.95}
+COMMUNITIES = {"livejournal": 100, "wikipedia": 20}
 GROW = {"livejournal": "own_topic", "wikipedia": "random_topic"}
 
 
-def population(flavour: str, users: int, pages: int | None, communities: int, locality: float | None,
+def population(flavour: str, users: int, pages: int | None, communities: int | None, locality: float | None,
                alpha: float, exponent: float, max_subs: int, rng: random.Random) -> dict[str, set[str]]:
     """user label -> topic labels (LiveJournal: journal u<i> is user u<i>'s own)."""
     gen = np.random.default_rng(rng.getrandbits(64))
     own = flavour == "livejournal"
-    topics = users if own else (pages or users // 2)
+    topics = users if own else (pages or max(1, users // 10))
+    communities = communities or COMMUNITIES[flavour]
     home = gen.integers(communities, size=users)
     community = home[:topics] if own else gen.integers(communities, size=topics)
     popularity = (np.arange(1, topics + 1, dtype=float) ** -alpha)[gen.permutation(topics)]
@@ -72,7 +75,7 @@ def universe(subs: dict[str, set[str]], seeds: int, grow: str, min_subscribers: 
 
 
 @functools.lru_cache(maxsize=8)
-def build(flavour: str, users: int, pages: int | None, communities: int, locality: float | None, alpha: float,
+def build(flavour: str, users: int, pages: int | None, communities: int | None, locality: float | None, alpha: float,
           exponent: float, max_subs: int, seeds: int, min_subscribers: int, candidates: int,
           seed: int) -> tuple[frozenset[str], ...]:
     """The universe's subscriptions, one per node (nodes in population order). Cached: the

@@ -50,12 +50,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .cyclon import Cyclon, CyclonConfig
 from .registry import ProtocolSpec, register_protocol
 from .stack import Dissemination, Layer, Stack
 from .types import (
     Action,
     Descriptor,
     EventMsg,
+    Gossip,
     LayerSnapshot,
     LocalProtocolError,
     Message,
@@ -67,7 +69,9 @@ from .types import (
 )
 
 LAYER = "stan"
-WALK, COLLECTED = "walk", "collected"
+WALK, COLLECTED, SHUFFLE, SHUFFLED = "walk", "collected", "shuffle", "shuffled"
+CANDIDATES = 64
+"""Latest collected ids kept per topic for refilling a view after a failure (spec §3)."""
 MAX_TTL = 10
 """A walk carries at most (ttl + 1)(1 + view size) ids; the codec refuses messages of more than
 256 entries, so ttl is bounded."""
@@ -91,6 +95,13 @@ class StanConfig:
     """A walk's reply later than this is dropped and counted (choice)."""
     snoop: bool = False
     """§4.7: a node a walk visits considers the walk's origin for its own view (off in the paper)."""
+    omp: Literal["static", "cyclon"] = "static"
+    """static: the bootstrap views only (the paper's static runs); cyclon: the churn mode of spec
+    §4.6, a CYCLON per topic among its subscribers (cache = view size, shuffle half of it, one
+    shuffle per round, for ever) whose cache joins every reply's candidates and refills views."""
+    suspect_rounds: int = 10
+    """A neighbour a send to failed is dropped from every view and cache and kept out of the
+    candidates for this many rounds (churn mode, spec §4.6 rule 3)."""
     mode: Literal["flood", "gossip"] = "flood"
     """flood: forward to the whole view of the event's topic; gossip: to ``fanout`` random members."""
     fanout: int = 3
@@ -105,8 +116,8 @@ class StanConfig:
             raise ValueError("round_ms and walk_timeout_ms must be positive")
         if not 0 <= self.ttl <= MAX_TTL:
             raise ValueError(f"ttl must be in [0, {MAX_TTL}]")
-        if self.rounds < 0 or self.fanout < 1 or self.seen_capacity < 1:
-            raise ValueError("need rounds >= 0, fanout >= 1, seen_capacity >= 1")
+        if self.rounds < 0 or self.fanout < 1 or self.seen_capacity < 1 or self.suspect_rounds < 0:
+            raise ValueError("need rounds >= 0, fanout >= 1, seen_capacity >= 1, suspect_rounds >= 0")
 
 
 def weight(p: NodeId, q: NodeId) -> int:
@@ -133,6 +144,11 @@ class StanLinks(Layer):
         """Walk id -> (topic, deadline) of the walks awaiting their reply."""
         self.late = 0
         """Replies that came after their deadline or that nobody awaited."""
+        self.omp: dict[Topic, Cyclon] = {}
+        """Churn mode: the per-topic CYCLON instances (not layers of the stack: this layer ticks them)."""
+        self.candidates: dict[Topic, dict[NodeId, Descriptor]] = {}
+        self.suspected: dict[NodeId, float] = {}
+        """Node -> until when it is left out of the candidates."""
         self._weights: dict[NodeId, int] = {}
 
     @property
@@ -166,7 +182,12 @@ class StanLinks(Layer):
                     drawn[t].append(Descriptor(c.node_id, c.addr))
         for t, members in drawn.items():
             self._set_view(t, members, len(members))
-            self.size[t] = len(self.views[t])
+            self.size[t] = k = len(self.views[t])
+            if self.config.omp == "cyclon" and k:
+                cyc = self.omp[t] = Cyclon(CyclonConfig(view_size=k, shuffle_length=math.ceil(k / 2),
+                                                        cycle_ms=self.config.round_ms, timeout_ms=self.config.walk_timeout_ms))
+                cyc.bind(self.stack)
+                cyc.bootstrap(members)
 
     def _set_view(self, topic: Topic, candidates: Sequence[Descriptor], k: int) -> None:
         ranked = sorted({d.node_id: d for d in candidates}.values(), key=lambda d: (self.weight(d.node_id), d.node_id))
@@ -181,6 +202,8 @@ class StanLinks(Layer):
     def unsubscribed(self, topic: Topic) -> None:
         self.views.pop(topic, None)
         self.size.pop(topic, None)
+        self.omp.pop(topic, None)
+        self.candidates.pop(topic, None)
         self.view = {d.node_id: d for v in self.views.values() for d in v.values()}
 
     # --- rounds -------------------------------------------------------------------------------
@@ -190,12 +213,14 @@ class StanLinks(Layer):
             if deadline <= now:
                 del self.pending[walk_id]
                 self.late += 1
+        for node in [n for n, until in self.suspected.items() if until <= now]:
+            del self.suspected[node]
+        sends: list[Action] = [self._as_signal(t, a) for t, cyc in self.omp.items() for a in cyc.tick(now)]
         config = self.config
         if not config.optimise or (config.rounds and self.rounds_done >= config.rounds):
-            return []
+            return sends
         self.rounds_done += 1
         rng, me = self.stack.rng, self.public()
-        sends: list[Action] = []
         for t, view in self.views.items():
             if not view:
                 continue
@@ -206,13 +231,17 @@ class StanLinks(Layer):
         return sends
 
     def on_message(self, src: NodeId, msg: Message, now: float) -> list[Action]:
-        if not isinstance(msg, Signal) or len(msg.topics) != 1 or not msg.values:
-            raise RemoteProtocolError("stan takes walks and replies of one topic")
+        if not isinstance(msg, Signal) or len(msg.topics) != 1:
+            raise RemoteProtocolError("stan takes signals of one topic")
         if msg.kind == WALK:
             return self._on_walk(msg)
         if msg.kind == COLLECTED:
+            if not msg.values:
+                raise RemoteProtocolError("a walk's reply carries its walk id")
             self._on_collected(msg, now)
             return []
+        if msg.kind in (SHUFFLE, SHUFFLED):
+            return self._on_shuffle(src, msg, now)
         raise RemoteProtocolError(f"stan message of unknown kind {msg.kind!r}")
 
     def _on_walk(self, msg: Signal) -> list[Action]:
@@ -254,8 +283,56 @@ class StanLinks(Layer):
         if view is None:
             return
         me, absent = self.stack.node_id, set(msg.values[1:])
-        candidates = [d for d in (*msg.entries, *view.values()) if d.node_id != me and d.node_id not in absent]
-        self._set_view(t, candidates, self.size[t])
+        collected = [d for d in msg.entries if d.node_id != me and d.node_id not in absent]
+        if self.config.omp == "cyclon":
+            cache = self.candidates.setdefault(t, {})
+            cache.update((d.node_id, d) for d in collected)
+            while len(cache) > CANDIDATES:
+                del cache[next(iter(cache))]
+        self._refill(t, [d for d in (*collected, *view.values(), *self._sampled(t)) if d.node_id not in absent])
+
+    def _sampled(self, topic: Topic) -> list[Descriptor]:
+        """Churn mode: the topic's CYCLON cache, bare (spec §4.6 rule 1)."""
+        cyc = self.omp.get(topic)
+        return [Descriptor(d.node_id, d.addr) for d in cyc.view.values()] if cyc else []
+
+    def _refill(self, topic: Topic, candidates: Sequence[Descriptor]) -> None:
+        """``views[topic]``: the ``size[topic]`` lightest of ``candidates`` not suspected."""
+        self._set_view(topic, [d for d in candidates if d.node_id not in self.suspected], self.size[topic])
+
+    def _on_shuffle(self, src: NodeId, msg: Signal, now: float) -> list[Action]:
+        (t,) = msg.topics
+        cyc = self.omp.get(t)
+        if cyc is None:  # not in churn mode, or not subscribed to t: no reply, the shuffle times out
+            return []
+        gossip = Gossip(cyc.name, msg.sender, msg.entries, reply=msg.kind == SHUFFLED)
+        return [self._as_signal(t, a) for a in cyc.on_message(src, gossip, now)]
+
+    def _as_signal(self, topic: Topic, action: Action) -> Action:
+        """A per-topic CYCLON's request or reply as a signal of this layer, every entry bare (a
+        CYCLON entry of our own would carry our subscriptions)."""
+        if not isinstance(action, Send) or not isinstance(action.msg, Gossip):
+            return action
+        g = action.msg
+        entries = tuple(Descriptor(d.node_id, d.addr, frozenset(), d.age) for d in g.entries)
+        return Send(action.dst, action.addr, Signal(LAYER, SHUFFLED if g.reply else SHUFFLE, self.public(), entries, (topic,)))
+
+    def on_send_failed(self, dst: NodeId, msg: Message, now: float) -> list[Action]:
+        self.failed(dst, now)
+        return []
+
+    def failed(self, node: NodeId, now: float) -> None:
+        """A send to ``node`` failed: in churn mode, suspect it, drop it everywhere, refill the
+        views it left from the candidates and the CYCLON caches (spec §4.6 rule 3)."""
+        if self.config.omp != "cyclon":
+            return
+        self.suspected[node] = now + self.config.suspect_rounds * self.period
+        for cyc in self.omp.values():
+            cyc.view.pop(node, None)
+        for t, view in self.views.items():
+            self.candidates.get(t, {}).pop(node, None)
+            if node in view:
+                self._refill(t, [*view.values(), *self.candidates.get(t, {}).values(), *self._sampled(t)])
 
     # --- introspection ------------------------------------------------------------------------
 
@@ -265,8 +342,11 @@ class StanLinks(Layer):
     def validate(self) -> None:
         super().validate()
         for t, view in self.views.items():
-            if self.stack.node_id in view or len(view) != self.size[t]:
+            short = len(view) != self.size[t] if self.config.omp == "static" else len(view) > self.size[t]
+            if self.stack.node_id in view or short:
                 raise LocalProtocolError(f"stan view of {t} has {len(view)} members (bootstrapped with {self.size[t]})")
+        for cyc in self.omp.values():
+            cyc.validate()
 
 
 class TopicViewFlood(Dissemination):
@@ -284,6 +364,10 @@ class TopicViewFlood(Dissemination):
 
     def relays(self, event: EventMsg) -> bool:
         return event.topic in self.stack.topics  # a stray copy is delivered, not forwarded
+
+    def on_send_failed(self, dst: NodeId, event: EventMsg, now: float) -> list[Action]:
+        self.links.failed(dst, now)
+        return []
 
     def targets(self, event: EventMsg, sender: NodeId | None) -> list[Descriptor]:
         out = [d for d in self.links.views.get(event.topic, {}).values() if d.node_id != sender]

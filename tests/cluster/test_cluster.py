@@ -173,6 +173,19 @@ def test_gossip_on_a_static_graph_reaches_the_same_nodes_on_the_cluster_as_in_th
     assert wait_gone(api, summary["run_id"]) == []
 
 
+def test_stan_converges_on_the_cluster_and_its_open_channels_are_its_physical_links(api, tmp_path):
+    """experiments/stan-local.yaml (100 peers, 16 topics, 3 s rounds) in 10 pods: LVS stays, PVS
+    falls to the omniscient reference as in `sim`, and each peer's open gRPC channels at the end
+    are its physical links (the shell keeps channels to current neighbours only)."""
+    summary, _ = run_and_summarise(tmp_path, "experiments/stan-local.yaml", "k8s.peers_per_pod=10")
+    m = summary["protocol_metrics"]
+    assert summary["backend"] == "k8s" and summary["events"] == 32 and m["lvs_constant"]
+    assert m["fpvs_mean"] < 0.8 * m["ipvs_mean"]
+    assert m["fpvs_mean"] == pytest.approx(m["omniscient_pvs_mean"], rel=0.03)
+    assert m["open_channels_mean"] == pytest.approx(m["fpvs_mean"], abs=0.3)
+    assert wait_gone(api, summary["run_id"]) == []
+
+
 def test_deleted_peer_pods_are_recorded_brought_back_and_analysed(api, tmp_path):
     summary, timeline = run_and_summarise(tmp_path, "experiments/k8s-cluster-churn.yaml")
     crashes = [e for e in timeline if e["kind"] == "crash"]

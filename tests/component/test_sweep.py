@@ -98,3 +98,11 @@ def test_an_interrupted_sweep_resumes_where_it_stopped(tmp_path):
     assert again[0] == first[0] and (sweep_dir / first[0]["point"] / "marker").exists()  # kept
     assert again[1]["rc"] == 0 and not (sweep_dir / first[1]["point"] / "marker").exists()  # run again
     assert len(list((sweep_dir / first[1]["point"]).iterdir())) == 3  # log, point.json, one run
+    # the file changed since: a point whose settings differ runs again, whatever its index
+    sweep_file(tmp_path, {"protocol.params.gamma": [0.0, 0.5]}, seeds=[1])
+    with pytest.raises(SystemExit) as done:
+        main(["sweep", file, "--resume", str(sweep_dir), "--no-analyze"])
+    assert done.value.code == 0
+    changed = json.loads((sweep_dir / "sweep.json").read_text())["points"]
+    assert changed[0] == first[0] and changed[1]["point"] == "001_gamma-0.5_s1" and changed[1]["rc"] == 0
+    assert sorted(p.name for p in sweep_dir.iterdir() if p.is_dir()) == ["000_gamma-0.0_s1", "001_gamma-0.5_s1"]

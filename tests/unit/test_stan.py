@@ -165,3 +165,49 @@ def test_events_flood_the_topic_view_and_a_stray_copy_is_not_forwarded():
     assert [type(a).__name__ for a in actions] == ["Deliver"] and not actions[0].subscriber
     with pytest.raises(LocalProtocolError):
         c.publish(outsider, b"", 3.0)
+
+
+def churned(**params):
+    """90 nodes start; at 12 s nodes 0-9 crash and nodes 90-99 join with per-topic samples of
+    the live subscribers; at 30 s one event per topic. Returns the missed (event topic, node) pairs."""
+    exp = experiment(rounds=0, **params)
+    subs = plans.render(exp).subscriptions
+    sim = Simulation(seed=exp.seed, link_rules=[LinkRule(delay_ms=5)], validate=True, wire_codec=False)
+    for i in range(100):
+        sim.add_node(create_protocol("stan", Descriptor(i, f"n{i}", subs[i]), exp.protocol.params, random.Random(i)))
+    rng = random.Random(0)
+
+    def join(i, alive):
+        drawn = plans.per_topic_contacts(exp, subs, i, plans.members_of_topics(subs, alive), rng)
+        sim.start_node(i, [Descriptor(j, f"n{j}", ts) for j, ts in drawn.items()])
+
+    for i in range(90):
+        join(i, range(90))
+    sim.run_until(12.0)
+    for i in range(10):
+        sim.stop_node(i)
+    for i in range(90, 100):
+        join(i, range(10, 100))
+    sim.run_until(30.0)
+    topics = sorted({t for s in subs for t in s})
+    for t in topics:
+        src = next(i for i in range(10, 100) if t in subs[i])
+        sim.publish(src, t, b"x")
+    sim.run_until(31.0)
+    got = {(s["topic"], s["node"]) for s in spans(sim)}
+    return {(t, i) for t in topics for i in range(10, 100) if t in subs[i] and (t, i) not in got}, sim
+
+
+def test_without_peer_sampling_joiners_are_never_found():
+    missed, _ = churned()
+    assert {i for _, i in missed} & set(range(90, 100))  # pitfall 7: no walk ever collects a joiner
+
+
+def test_churn_mode_drops_the_dead_and_finds_the_joiners():
+    missed, sim = churned(omp="cyclon", snoop=True)
+    assert not missed
+    dead = set(range(10))
+    for i in range(10, 100):
+        core = sim.nodes[i].layers[LAYER]
+        assert not dead & set(core.view), i
+        assert all(len(v) == core.size[t] for t, v in core.views.items()), i
