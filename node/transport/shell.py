@@ -26,6 +26,7 @@ import os
 import pickle
 import random
 import secrets
+import socket
 import time
 from collections import Counter
 from pathlib import Path
@@ -97,6 +98,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._calls: dict[tuple[str, str], grpc.aio.UnaryUnaryMultiCallable] = {}
         self._in_flight: Counter[str] = Counter()  # calls under way per address
+        self._hosts: dict[str, str] = {}  # host name -> address, resolved once (see _resolve)
         self._reply_to: int | None = None  # while _execute runs: the node whose call is being served
         self._reply = None  # ... and the reply to it, which travels as the call's response
         self._links: tuple = ()  # ... and the span contexts a publish span links to
@@ -202,10 +204,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         """Close the idle channels to peers that are no longer the core's neighbours."""
         linked = {d.addr for d in self.core.union().values()}
         for addr in [a for a in self._channels if a not in linked and not self._in_flight[a]]:
-            channel = self._channels.pop(addr)
-            for key in [k for k in self._calls if k[0] == addr]:
-                del self._calls[key]
-            self._spawn(channel.close())
+            self._close_channel(addr)
             self.stats["channels_closed"] += 1
 
     def _spawn(self, coro) -> None:
@@ -216,8 +215,32 @@ class PeerShell(control_pb2_grpc.ControlServicer):
     def _channel(self, addr: str) -> grpc.aio.Channel:
         channel = self._channels.get(addr)
         if channel is None:
-            channel = self._channels[addr] = aio_channel(addr, self.credentials, CHANNEL_OPTIONS)
+            host, _, port = addr.rpartition(":")
+            target = f"{self._hosts[host]}:{port}" if host in self._hosts else addr
+            channel = self._channels[addr] = aio_channel(target, self.credentials, CHANNEL_OPTIONS)
         return channel
+
+    async def _resolve(self, addr: str) -> None:
+        """Resolve ``addr``'s host once for every channel to it: a peer that opens and closes
+        channels as its links change (StaN) would otherwise send the cluster's DNS a lookup per
+        channel. A call that fails as unavailable closes the channel and forgets the address (a
+        pod that restarted has a new one)."""
+        host = addr.rpartition(":")[0]
+        if host in self._hosts or not host or host[0].isdigit() or host.startswith("["):
+            return
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        except OSError:
+            return  # the channel resolves it itself
+        ip = infos[0][4][0]
+        self._hosts[host] = f"[{ip}]" if ":" in ip else ip
+
+    def _close_channel(self, addr: str) -> None:
+        channel = self._channels.pop(addr, None)
+        for key in [k for k in self._calls if k[0] == addr]:
+            del self._calls[key]
+        if channel is not None:
+            self._spawn(channel.close())
 
     def _call(self, addr: str, rpc: str) -> grpc.aio.UnaryUnaryMultiCallable:
         """The raw-bytes call of ``rpc`` on the peer at ``addr``."""
@@ -240,6 +263,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
             await asyncio.sleep(delay)
         wire = codec.wire_type(a.msg)
         data = codec.encode(a.msg, self.node_id, context_bytes(span) if event else codec.NO_TRACE)
+        await self._resolve(a.addr)
         self._in_flight[a.addr] += 1
         try:
             if wire.exchange:
@@ -251,6 +275,9 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         except grpc.aio.AioRpcError as e:
             self.stats[SEND_FAILED] += 1
             log.debug("node %d: send to %d failed: %s %s", self.node_id, a.dst, e.code(), e.details())
+            if e.code() == grpc.StatusCode.UNAVAILABLE:  # reconnect, looking the host up again
+                self._hosts.pop(a.addr.rpartition(":")[0], None)
+                self._close_channel(a.addr)
             self._execute(self.core.on_send_failed(a.dst, a.msg, self.now), span)
         except RemoteProtocolError as e:
             self._reject(a.dst, e)
