@@ -31,14 +31,23 @@ baseline), ``lockstep`` (every round starts at (k + 1/2) round periods on the dr
 first at least 1.5 periods after the node starts, so nodes that share a clock run rounds
 together, as the paper's lock-step simulator does, and snapshots at whole periods fall between
 rounds; without it, the first round at a random phase one to two periods after the start, so a
-snapshot one period in sees the bootstrap views and every peer has joined before walks reach it), ``walk_timeout_ms`` (a reply later than this is
-dropped and counted), ``snoop`` (off: §4.7's snooping of walks: a node visited by a walk of t
-takes its origin into ``views[t]`` when the origin weighs less than its heaviest member),
-``mode``/``fanout``, ``seen_capacity``. The walk's origin travels as the first entry of the walk
-(it needs an address to reply to); ``values`` carry (walk id, ttl) and, in a reply, the ids of
-nodes that turned out not to subscribe.
+snapshot one period in sees the bootstrap views and every peer has joined before walks reach
+it), ``walk_timeout_ms`` (a reply later than this is dropped and counted), ``snoop`` (off:
+§4.7's snooping of walks: a node visited by a walk of t takes its origin into ``views[t]`` when
+the origin weighs less than its heaviest member), ``mode``/``fanout``, ``seen_capacity``. The
+walk's origin travels as the first entry of the walk (it needs an address to reply to);
+``values`` carry (walk id, ttl) and, in a reply, the ids of nodes that turned out not to
+subscribe.
 
-Invariants (``validate``): no self entry, no duplicate, every view at its initial size.
+Churn mode (spec §4.6, ``omp: cyclon``; the paper's runs are static): a CYCLON per topic among
+its subscribers (the kit's, its shuffles carried as ``shuffle``/``shuffled`` signals of this
+layer with bare entries) whose cache joins every reply's candidates; a neighbour a send to
+fails is suspected for ``suspect_rounds``, dropped from every view and cache, and replaced at
+once by the lightest live candidate (the latest collected ids, the cache). Without it a joiner
+is never found: no walk collects a node that no one has in a view (pitfall 7).
+
+Invariants (``validate``): no self entry, no duplicate, every view at its initial size (at most
+that in churn mode), the CYCLON invariants.
 """
 
 from __future__ import annotations
@@ -186,6 +195,7 @@ class StanLinks(Layer):
             if self.config.omp == "cyclon" and k:
                 cyc = self.omp[t] = Cyclon(CyclonConfig(view_size=k, shuffle_length=math.ceil(k / 2),
                                                         cycle_ms=self.config.round_ms, timeout_ms=self.config.walk_timeout_ms))
+                cyc.max_entries = CANDIDATES  # peers size caches from their own n_t: take a larger peer's shuffle
                 cyc.bind(self.stack)
                 cyc.bootstrap(members)
 
