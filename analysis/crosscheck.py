@@ -36,13 +36,15 @@ def read_spans(traces: Path) -> list[Span]:
         cols = ("span_id", "parent_span_id", "name", "time_ns", "node", "event_id", "topic", "hops", "first_copy",
                 "subscriber")
         spans += pq.read_table(traces / "spans.parquet", columns=list(cols)).to_pylist()
+    seen: set[tuple[str, str]] = set()  # a batch sent again can reach the Collector twice
     for path in sorted(traces.glob("*.jsonl")):
         for request in read_jsonl(path):
             for rs in request.get("resourceSpans", []):
                 for ss in rs.get("scopeSpans", []):
                     for s in ss.get("spans", []):
-                        if s["name"] not in ("publish", "receive"):
+                        if s["name"] not in ("publish", "receive") or (s["traceId"], s["spanId"]) in seen:
                             continue
+                        seen.add((s["traceId"], s["spanId"]))
                         a = {x["key"]: _otlp_value(x["value"]) for x in s.get("attributes", [])}
                         spans.append({"span_id": s["spanId"], "parent_span_id": s.get("parentSpanId") or None,
                                       "name": s["name"], "time_ns": int(s["startTimeUnixNano"]),

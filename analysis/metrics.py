@@ -11,7 +11,8 @@ from pyspark.sql import functions as F
 
 
 def normalize_otlp(raw: DataFrame) -> DataFrame:
-    """OTLP JSON lines (``schemas.OTLP_TRACES``) -> the flat span table (``schemas.SPANS``)."""
+    """OTLP JSON lines (``schemas.OTLP_TRACES``) -> the flat span table (``schemas.SPANS``), one
+    row per span: a batch a peer sent again after a lost answer reaches the Collector twice."""
     spans = (
         raw.select(F.explode("resourceSpans").alias("rs"))
         .select(F.explode("rs.scopeSpans").alias("ss"))
@@ -38,7 +39,7 @@ def normalize_otlp(raw: DataFrame) -> DataFrame:
         a["pubsub.hops"].cast("int").alias("hops"),
         (a["pubsub.first_copy"] == "true").alias("first_copy"),
         (a["pubsub.subscriber"] == "true").alias("subscriber"),
-    )
+    ).dropDuplicates(["trace_id", "span_id"])
 
 
 def alive_intervals(timeline: DataFrame, end_ns: int) -> DataFrame:

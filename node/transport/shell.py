@@ -42,7 +42,7 @@ from node.links import LinkModel, LinkRule
 
 from . import codec
 from .security import PEER_SERVICE, Credentials, aio_channel, control_roles, role_of
-from .telemetry import PeerTelemetry, context_bytes, remote_parent
+from .telemetry import FLUSH_S, PeerTelemetry, context_bytes, remote_parent
 
 log = logging.getLogger("overlaylab.peer")
 
@@ -456,7 +456,9 @@ class PeerShell(control_pb2_grpc.ControlServicer):
             h.cancel()
         self._timers.clear()
         self.checkpoint()
-        dropped = await asyncio.get_running_loop().run_in_executor(None, self.telemetry.flush)
+        # The deadline runs from now: the peers of one process flush on a few shared threads.
+        deadline = time.monotonic() + FLUSH_S
+        dropped = await asyncio.get_running_loop().run_in_executor(None, self.telemetry.flush, deadline)
         self.stats["spans_dropped"] = dropped
         return peer_pb2.Ack()
 

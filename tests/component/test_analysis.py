@@ -200,7 +200,7 @@ def test_alive_intervals_pair_each_join_with_the_next_exit(spark):
     assert_df_equality(m.alive_intervals(tl, 999), want, ignore_row_order=True, ignore_nullable=True)
 
 
-def test_otlp_json_lines_normalise_to_the_span_table(spark, tmp_path):
+def test_otlp_json_lines_normalise_to_the_span_table_one_row_per_span(spark, tmp_path):
     def attrs(**kv):
         def val(v):
             if isinstance(v, bool):
@@ -219,7 +219,8 @@ def test_otlp_json_lines_normalise_to_the_span_table(spark, tmp_path):
                  "startTimeUnixNano": "2500", "endTimeUnixNano": "2500",
                  "attributes": attrs(event_id="4-1", topic="a", node=4, hops=3, first_copy=False, subscriber=False, frm=7)},
             ]}]}]}
-    (tmp_path / "node-4.jsonl").write_text(json.dumps(line) + "\n")
+    # The same request twice: a peer sent a batch again when the Collector's answer was lost.
+    (tmp_path / "node-4.jsonl").write_text((json.dumps(line) + "\n") * 2)
     raw = spark.read.schema(schemas.OTLP_TRACES).json(str(tmp_path / "*.jsonl"))
     want = spark.createDataFrame([
         ("aa", "01", None, "publish", 1000, 4, None, "4-1", "a", 0, True, True),
