@@ -63,14 +63,16 @@ class Nodes(Strict):
     """local backend: peers hosted by one OS process (one gRPC server each)."""
     bootstrap_contacts: PositiveInt = 5
     """Contacts each peer starts with (a later join: random live ones)."""
-    contacts: Literal["random", "ring", "per_topic"] = "random"
+    contacts: Literal["random", "ring", "per_topic", "all"] = "random"
     """How the initial contacts are chosen. random: distinct random other nodes. ring: the
     bootstrap_contacts nearest ids around a ring of all nodes (half on each side, at least one),
     a fixed graph for protocols with a static topology layer. per_topic: for every topic of the
     node, a uniform sample of the topic's other subscribers, min(n_t - 1, ceil(ln n_t + c))
     of them, with c = -ln(-ln(contacts_connectivity)) (Kermarrec, Massoulie, Ganesh: random
     out-views of that size connect the topic's subscribers with that probability); each
-    contact's descriptor lists the topics it was drawn for (per-topic overlays, StaN)."""
+    contact's descriptor lists the topics it was drawn for (per-topic overlays, StaN). all: every
+    other node with its subscriptions (SpiderCast's full membership; a later join: every live
+    node); on local and k8s at most 257 nodes (a join carries at most 256 contacts)."""
     contacts_connectivity: float = Field(0.99, gt=0.0, lt=1.0)
     """per_topic contacts: the probability of connectivity the per-topic sample is sized for."""
 
@@ -701,6 +703,12 @@ class Experiment(Strict):
         if isinstance(self.topology, AclTopology) and self.topology.size() != self.nodes.count:
             raise ValueError(f"topology: acl a={self.topology.a:g} b={self.topology.b:g} has {self.topology.size()} nodes; "
                              f"set nodes.count: {self.topology.size()} (got {self.nodes.count})")
+        if self.nodes.contacts == "all" and self.backend != "sim":
+            from node.transport.codec import MAX_ENTRIES
+            if self.nodes.count > MAX_ENTRIES + 1:
+                raise ValueError(f"nodes.contacts: all hands every node to every node, and a join carries at most "
+                                 f"{MAX_ENTRIES} contacts: {self.backend} runs take at most {MAX_ENTRIES + 1} nodes "
+                                 f"(got nodes.count {self.nodes.count})")
         if self.sim.networks > 1:
             if self.backend != "sim":
                 raise ValueError("sim.networks: only the sim backend runs several networks in one run")

@@ -67,7 +67,19 @@ def _dump(exp: Experiment, run_id: str, specific: dict) -> str:
         **specific,
         "experiment": yaml.safe_load(dump_experiment(exp)),
     }
-    return yaml.safe_dump(values, sort_keys=False)
+    return yaml.dump(values, Dumper=ValuesDumper, sort_keys=False)
+
+
+YAML11_BOOLEANS = frozenset("y Y yes Yes YES n N no No NO on On ON off Off OFF".split())
+
+
+class ValuesDumper(yaml.SafeDumper):
+    """Quotes the strings YAML 1.1 reads as booleans (Helm's parser: a parameter named ``y``
+    would reach the chart as the key ``true``); PyYAML leaves ``y`` and ``n`` bare."""
+
+
+ValuesDumper.add_representer(str, lambda dumper, s: dumper.represent_scalar(
+    "tag:yaml.org,2002:str", s, style="'" if s in YAML11_BOOLEANS else None))
 
 
 def probe_timeout_s(chaos: dict) -> int:

@@ -44,6 +44,8 @@ class Plan:
     contact_topics: list[dict[int, frozenset[str]]] = field(default_factory=list)
     """``nodes.contacts: per_topic``: per node, each contact's topics it was drawn for (what its
     descriptor lists); empty otherwise (a descriptor lists the contact's subscriptions)."""
+    online_contacts: dict[int, tuple[list[int], list[int]]] = field(default_factory=dict, repr=False)
+    """``initial_contacts``' memo: contact list id -> (the list, its nodes online at the start)."""
 
 
 def render(exp: Experiment) -> Plan:
@@ -66,7 +68,8 @@ def render(exp: Experiment) -> Plan:
         if len(nets) > 1:
             prefix, offset = f"n{k}.", k * exp.nodes.count
             s = [frozenset(prefix + t for t in ts) for ts in s]
-            c = [[j + offset for j in cs] for cs in c]
+            shifted: dict[int, list[int]] = {}  # a list shared by many nodes stays shared
+            c = [shifted.setdefault(id(cs), [j + offset for j in cs]) for cs in c]
             d = [{j + offset: frozenset(prefix + t for t in ts) for j, ts in m.items()} for m in d]
             ps = [Publication(p.at_s, p.node + offset, prefix + p.topic) for p in ps]
         subs, contacts, drawn_for, pubs = subs + s, contacts + c, drawn_for + d, pubs + ps
@@ -122,6 +125,8 @@ def bootstrap_contacts(exp: Experiment) -> list[list[int]]:
     nearest ids around a ring. Nodes that join later get live contacts from the backend at
     their join time."""
     n = exp.nodes.count
+    if exp.nodes.contacts == "all":  # one list for every node (it leaves itself out): no N² copies
+        return [list(range(n))] * n
     if exp.nodes.contacts == "ring":
         half = max(1, exp.nodes.bootstrap_contacts // 2)
         return [sorted({(i + d) % n for d in range(-half, half + 1)} - {i}) for i in range(n)]
@@ -242,12 +247,19 @@ def join_contacts(exp: Experiment, plan: Plan, node: int, at_s: float, alive: se
         members = members_of_topics(plan.subscriptions, others)
         plan.contact_topics[node] = per_topic_contacts(exp, plan.subscriptions, node, members, rng)
         return sorted(plan.contact_topics[node])
+    if exp.nodes.contacts == "all":
+        return others
     return rng.sample(others, min(exp.nodes.bootstrap_contacts, len(others)))
 
 
 def initial_contacts(plan: Plan, node: int) -> list[int]:
-    """Bootstrap contacts among the nodes online at the start."""
-    return [j for j in plan.contacts[node] if j not in plan.churn.offline_at_start]
+    """Bootstrap contacts among the nodes online at the start (a list many nodes share, as with
+    ``nodes.contacts: all``, is filtered once and stays shared)."""
+    contacts = plan.contacts[node]
+    cached = plan.online_contacts.get(id(contacts))
+    if cached is None or cached[0] is not contacts:
+        cached = plan.online_contacts[id(contacts)] = (contacts, [j for j in contacts if j not in plan.churn.offline_at_start])
+    return cached[1]
 
 
 CHURN_KINDS = frozenset({"join", "leave", "crash"})

@@ -41,8 +41,22 @@ def spans(sim: Simulation) -> list[dict]:
 CONFORMANCE_PARAMS = {"static_gossip": {"gamma": 1.0}}
 """Parameters a protocol needs to deliver every event of the conformance run (static gossip
 below gamma 1 reaches a share of the graph by design)."""
-CONFORMANCE_CONTACTS = {"stan": "per_topic"}
-"""The contacts a protocol starts from where a ring is not its bootstrap (StaN's per-topic views)."""
+CONFORMANCE_CONTACTS = {"stan": "per_topic", **dict.fromkeys(("spidercast", "similarity", "random_overlay", "ring_per_topic"), "all")}
+"""The contacts a protocol starts from where a ring is not its bootstrap (StaN's per-topic views,
+SpiderCast's full membership)."""
+
+
+def one_per_module(names: list[str]) -> list[str]:
+    """A protocol of each protocol module among ``names``: the one named after its module where
+    there is one. SpiderCast's comparison overlays run its module's code with other selection
+    rules, so the slow end-to-end checks run one of them; the unit suite runs every protocol."""
+    from node.core import protocol_spec
+
+    by_module: dict[str, list[str]] = {}
+    for name in names:
+        by_module.setdefault(protocol_spec(name).build.__module__, []).append(name)
+    return sorted(next((n for n in group if module.rpartition(".")[2] == n), group[0])
+                  for module, group in by_module.items())
 
 
 def conformance_experiment(protocol: str, **sections) -> dict:

@@ -81,6 +81,7 @@ def _analyse(spark: SparkSession, staged_run: StagedRun) -> dict:
     plugin = analysis_for(meta, subscriptions)
     if plugin.wants_events:
         plugin.add_events(_rows(events))
+    plugin.add_timeline(timeline_rows)
     final: list[dict] = []
     for snapshot in overlay.snapshots_by_time(rd / "snapshots.jsonl"):
         plugin.add_snapshot(snapshot)

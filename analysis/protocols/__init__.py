@@ -24,6 +24,9 @@ class ProtocolAnalysis:
     def __init__(self, meta: dict, subscriptions: dict[int, list[str]]) -> None:
         self.meta, self.subscriptions = meta, subscriptions
 
+    def add_timeline(self, rows: list[dict]) -> None:
+        """The run's timeline (joins, leaves, crashes, faults), before the snapshots."""
+
     def add_snapshot(self, rows: list[dict]) -> None:
         """One snapshot's rows (one ``t_ns``), in time order."""
 
@@ -68,4 +71,4 @@ def sweep_analysis(protocol: str, sweep_dir: Path, runs: list[tuple[dict, dict]]
     return getattr(factory, "sweep", ProtocolAnalysis.sweep)(sweep_dir, runs)
 
 
-from . import poldercast, stan, static_gossip  # noqa: E402,F401  (register their analyses)
+from . import poldercast, spidercast, stan, static_gossip  # noqa: E402,F401  (register their analyses)

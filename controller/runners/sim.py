@@ -97,6 +97,8 @@ class _SimRun:
         self.alive: set[int] = set()
         self.started: set[int] = set()
         self.cores_built: dict[int, int] = {}
+        self._contacts: tuple[list[int] | None, list[Descriptor]] = (None, [])
+        """The last contact list joined with and its descriptors (nodes that share one list share them)."""
 
     def _write_spans(self, cols) -> None:
         if self.writer is None:
@@ -122,7 +124,9 @@ class _SimRun:
         self.started.add(i)
         self.alive.add(i)
         self.timeline.record(ns(self.sim.now), "join", i, **({"initial": True} if initial else {}))
-        self.sim.start_node(i, [Descriptor(j, sim_addr(j), plans.contact_topics(self.plan, i, j)) for j in contacts])
+        if contacts is not self._contacts[0]:
+            self._contacts = (contacts, [Descriptor(j, sim_addr(j), plans.contact_topics(self.plan, i, j)) for j in contacts])
+        self.sim.start_node(i, self._contacts[1])
 
     def depart(self, i: int, kind: str) -> None:
         if i not in self.alive:

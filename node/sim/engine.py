@@ -92,9 +92,10 @@ class Simulation:
         self.nodes[core.node_id] = core
         self.stats[core.node_id] = Counter()
 
-    def start_node(self, node_id: int, contacts: Iterable[Descriptor]) -> None:
+    def start_node(self, node_id: int, contacts: Sequence[Descriptor]) -> None:
+        """Start a node; ``contacts`` is handed over as it is (nodes may share one list)."""
         self.alive.add(node_id)
-        self._execute(node_id, self.nodes[node_id].start(self.now, list(contacts)), None)
+        self._execute(node_id, self.nodes[node_id].start(self.now, contacts), None)
 
     def replace_node(self, core: Stack) -> None:
         """Put a fresh core in place of a (stopped) node's old one; its counters carry on."""

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from controller import plans
-from controller.config import load_experiment
+from controller.config import ExperimentError, load_experiment
 from controller.helm import CHART, helm_values, split_image, sweep_values, values_schema
 from controller.hosting import pod_layout, release_name
 from controller.sweep import points
@@ -74,7 +74,13 @@ def test_every_experiment_file_renders_into_values_the_chart_accepts(path, tmp_p
     """`overlaylab helm-values` of every file (as a k8s run: backend k8s, fresh rejoins, no sim
     variants, one network) passes the chart's own schema and templates in `helm template`, the validator
     users meet first."""
-    exp = load_experiment(path, ["backend=k8s", "churn.rejoin=fresh", "sim.variants=[]", "sim.networks=1"])
+    overrides = ["backend=k8s", "churn.rejoin=fresh", "sim.variants=[]", "sim.networks=1"]
+    as_written = load_experiment(path)
+    if as_written.nodes.contacts == "all" and as_written.nodes.count > 257:
+        with pytest.raises(ExperimentError, match="nodes.contacts: all .* at most 257 nodes"):
+            load_experiment(path, overrides)  # every node to every node: too many contacts for a join
+        overrides.append("nodes.count=257")
+    exp = load_experiment(path, overrides)
     values = tmp_path / "values.yaml"
     values.write_text(helm_values(exp, plans.render(exp), "r1"))
     done = helm("template", "r1", str(CHART), "-f", str(values), "--namespace", NAMESPACE)

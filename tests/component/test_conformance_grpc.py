@@ -1,7 +1,8 @@
-"""The gRPC half of the conformance suite (tests/unit/test_conformance.py): every registered
-protocol delivers every event on 16 real peers as in the simulator (and the Spark summary of
-both runs agrees with the plain-Python crosscheck), and a running peer of it rejects, counts
-and survives malformed bytes of every message type of the Peer service."""
+"""The gRPC half of the conformance suite (tests/unit/test_conformance.py): a protocol of each
+protocol module delivers every event on 16 real peers as in the simulator (and the Spark
+summary of both runs agrees with the plain-Python crosscheck), and a running peer of every
+registered protocol rejects, counts and survives malformed bytes of every message type of the
+Peer service."""
 
 from __future__ import annotations
 
@@ -20,12 +21,12 @@ from node.core import protocol_config_class, protocol_names
 from node.transport import codec
 from node.transport.shell import SERVICE, PeerShell
 from tests.conftest import PLUGIN_ENV
-from tests.helpers import conformance_experiment
+from tests.helpers import conformance_experiment, one_per_module
 
 PROTOCOLS = protocol_names()
 
 
-@pytest.mark.parametrize("name", PROTOCOLS)
+@pytest.mark.parametrize("name", one_per_module(PROTOCOLS))
 def test_sim_and_local_both_deliver_every_event(name, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("OVERLAYLAB_PROTOCOLS", PLUGIN_ENV["OVERLAYLAB_PROTOCOLS"])  # for the peer processes
     path = tmp_path / "exp.yaml"
