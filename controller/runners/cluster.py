@@ -96,7 +96,7 @@ class ClusterDriver(Driver):
                 _, writer = await asyncio.wait_for(asyncio.open_connection(host, COLLECTOR_PORT), 5)
                 writer.close()
                 return
-            except (OSError, asyncio.TimeoutError) as e:
+            except (TimeoutError, OSError) as e:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"the Collector at {host}:{COLLECTOR_PORT} never took a connection: {e}") from e
                 await asyncio.sleep(POLL_S)

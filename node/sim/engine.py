@@ -13,7 +13,7 @@ import hashlib
 import heapq
 import random
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
 from node.core.stack import Stack
 from node.core.types import Action, Descriptor, EventMsg, RemoteProtocolError, Send
