@@ -58,8 +58,9 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal
 
 import numpy as np
@@ -219,11 +220,12 @@ class Task:
         return {t for t in topics if sum(1 for n in self.neighbors.values() if t in n.desc.topics) < self.k}
 
 
-TASKS: dict[str, list[tuple[int, str, Literal["greedy", "coverage", "similar", "random"]]]] = {
-    "spidercast": [(GREEDY, "kg", "greedy"), (RANDOM_COVERAGE, "kr", "coverage")],
-    "similarity": [(SIMILAR, "x", "similar"), (RANDOM_NODE, "y", "random")],
-    "random_overlay": [(RANDOM_NODE, "x+y", "random")],
-}
+TASKS: Mapping[str, tuple[tuple[int, str, Literal["greedy", "coverage", "similar", "random"]], ...]] = MappingProxyType({
+    "spidercast": ((GREEDY, "kg", "greedy"), (RANDOM_COVERAGE, "kr", "coverage")),
+    "similarity": ((SIMILAR, "x", "similar"), (RANDOM_NODE, "y", "random")),
+    "random_overlay": ((RANDOM_NODE, "x+y", "random"),),
+})
+"""Per protocol, its tasks: (kind, the config field of its K, how it selects)."""
 
 
 class CoverageLinks(Layer):
