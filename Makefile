@@ -36,7 +36,7 @@ run: setup
 	$(VENV)/bin/overlaylab run $(EXPERIMENT) --backend $(BACKEND)
 
 test: setup $(HELM) $(MOTO) $(CHECKOV) $(PSA_CHECK) lint
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=15
 
 # ruff over the project; mypy --strict over the protocol cores (node/core, pyproject.toml).
 lint: setup

@@ -30,6 +30,18 @@ def test_bootstrap_contacts_are_distinct_others():
         assert len(cs) == len(set(cs)) == 4 and i not in cs
 
 
+def test_full_membership_is_one_list_every_node_shares():
+    """nodes.contacts: all: every node online at the start, in one list (no N² copies at 10,000
+    nodes), filtered once for the nodes offline at the start; a joiner gets every live node."""
+    e = exp(nodes={"count": 40, "contacts": "all"}, churn={"model": "sessions", "fraction": 0.5, "arrival_rate_per_s": 1})
+    plan = plans.render(e)
+    assert all(cs is plan.contacts[0] for cs in plan.contacts) and plan.contacts[0] == list(range(40))
+    online = plans.initial_contacts(plan, 0)
+    assert all(plans.initial_contacts(plan, i) is online for i in range(40))
+    assert set(online) == set(range(40)) - plan.churn.offline_at_start and plan.churn.offline_at_start
+    assert plans.join_contacts(e, plan, 3, 5.0, {1, 3, 7, 9}) == [1, 7, 9]
+
+
 def test_ring_contacts_are_the_nearest_ids_on_both_sides_and_form_one_undirected_ring():
     e = exp(nodes={"count": 10, "bootstrap_contacts": 4, "contacts": "ring"})
     contacts = plans.bootstrap_contacts(e)

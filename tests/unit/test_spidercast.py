@@ -176,3 +176,30 @@ def test_malformed_control_messages_are_refused():
                 Signal(LAYER, CONNECT, Descriptor(5, "n5"), (), (), (GREEDY, 0, 0))]:
         with pytest.raises(RemoteProtocolError):
             core.on_message(1, bad, 0.1)
+
+
+def analysed(sim, protocol: str, **params) -> dict:
+    """The SpiderCast analysis of the simulator's final snapshot (as the runner writes it)."""
+    from analysis.protocols import analysis_for
+    from controller.rundir import snapshot_rows
+
+    rows = [row for core in sim.nodes.values() for row in snapshot_rows(core.snapshot(), 10**10)]
+    plugin = analysis_for({"protocol": protocol, "protocol_params": params, "started_ns": 0}, {})
+    plugin.add_timeline([{"kind": "join", "node": i, "t_ns": 0, "initial": True} for i in sim.nodes])
+    plugin.add_snapshot(rows)
+    plugin.add_stats([{"node": i, "counters": dict(c)} for i, c in sim.stats.items()])
+    return plugin.metrics(rows)
+
+
+def test_the_analysis_agrees_with_the_cores_and_rebuilds_ring_per_topic_offline(built):
+    sim, subs = built
+    m = analysed(sim, "spidercast", kg=3)
+    g = graph(sim)
+    assert m["degree"]["mean"] == pytest.approx(2 * g.number_of_edges() / g.number_of_nodes())
+    assert m["partitioned_topics"] == 0 and m["components_total"] == len(topic_components(sim, subs))
+    assert m["nodes_not_k_covered"] == 0
+    assert m["control_messages"] == sum(s["msgs_sent.spidercast"] for s in sim.stats.values())
+    assert m["max_topic_diameter"] == max(nx.diameter(g.subgraph([i for i in sim.alive if t in subs[i]]))
+                                          for t in {t for s in subs for t in s})
+    ring, _ = network(experiment("ring_per_topic", n=300), until_s=1.0)
+    assert analysed(ring, "ring_per_topic")["degree"]["mean"] == pytest.approx(m["ringpt_degree_mean"])
