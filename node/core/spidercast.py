@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import math
 import random
+from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -147,8 +148,12 @@ class Directory:
         self.bit = {t: i for i, t in enumerate(sorted({t for d in rows for t in d.topics}))}
         self.words = max(1, math.ceil(len(self.bit) / 64))
         self.masks = np.zeros((len(rows), self.words), dtype=np.uint64)
+        self.members: dict[Topic, list[NodeId]] = {}
+        """Per topic, its members' ids in ascending order."""
         for i, d in enumerate(rows):
             self.masks[i] = self.mask(d.topics)
+            for t in d.topics:
+                self.members.setdefault(t, []).append(d.node_id)
 
     def mask(self, topics: frozenset[Topic] | set[Topic]) -> npt.NDArray[np.uint64]:
         out = np.zeros(self.words, dtype=np.uint64)
@@ -352,8 +357,8 @@ class CoverageLinks(Layer):
         if members is None:
             return None
         topics = self.stack.topics
-        blocked = {self.stack.node_id, *self.gone, *task.neighbors}
-        blocked.update(n for n, until in task.quarantine.items() if until > now)
+        task.quarantine = {n: until for n, until in task.quarantine.items() if until > now}
+        blocked = {self.stack.node_id, *self.gone, *task.neighbors, *task.quarantine}
         if self.config.exclude_all_neighbors:
             blocked.update(self.view)
         wanted: frozenset[Topic] | set[Topic] = topics
@@ -574,22 +579,22 @@ class RingPerTopic(Layer):
 
     name = "ring_per_topic"
 
+    def __init__(self, shared: dict[str, Any]) -> None:
+        super().__init__()
+        self.shared = shared
+
     def bootstrap(self, contacts: Sequence[Descriptor]) -> None:
+        members = directory(contacts, self.shared)
         me = self.stack.node_id
-        members: dict[Topic, list[Descriptor]] = {t: [] for t in sorted(self.stack.topics)}
-        for d in contacts:
-            if d.node_id != me:
-                for t in d.topics & self.stack.topics:
-                    members[t].append(d)
         view: dict[NodeId, Descriptor] = {}
-        for ring in members.values():
+        for t in sorted(self.stack.topics):
+            ring = members.members.get(t)
             if not ring:
                 continue
-            ring.sort(key=lambda d: d.node_id)
-            ids = [d.node_id for d in ring]
-            i = next((k for k, nid in enumerate(ids) if nid > me), 0)
-            for d in (ring[i % len(ring)], ring[(i - 1) % len(ring)]):
-                view[d.node_id] = d
+            after, before = ring[bisect_right(ring, me) % len(ring)], ring[(bisect_left(ring, me) - 1) % len(ring)]
+            for nid in (after, before):
+                if nid != me:  # a ring of this node alone
+                    view[nid] = members.descriptors[members.row[nid]]
         self.view = view
 
 
@@ -622,7 +627,7 @@ class SpiderCastStack(Stack):
 def builder(protocol: str) -> Any:
     def build(me: Descriptor, config: SpiderCastConfig, rng: random.Random, shared: dict[str, Any]) -> Stack:
         if protocol == "ring_per_topic":
-            return Stack(me, config, rng, [RingPerTopic()], InterestFlood(), seen_capacity=config.seen_capacity)
+            return Stack(me, config, rng, [RingPerTopic(shared)], InterestFlood(), seen_capacity=config.seen_capacity)
         links = CoverageLinks(config, protocol, shared)
         return SpiderCastStack(me, config, rng, [links, Heartbeats(config, links)], InterestFlood(),
                                seen_capacity=config.seen_capacity)
