@@ -229,15 +229,13 @@ class SpiderCastAnalysis(ProtocolAnalysis):
 
     @staticmethod
     def sweep(sweep_dir: Path, runs: list[tuple[dict, dict]]) -> dict:
-        """The paper's Fig. 12/14 table: mean degree per overlay and N, with topic connectivity."""
+        """The paper's Fig. 12/14 table: mean degree and partitioned topics per overlay (the
+        protocol and the point's other settings) and N."""
         table: dict[str, dict[int, list[tuple[float, int]]]] = defaultdict(lambda: defaultdict(list))
         for row, summary in runs:
             m = summary.get("protocol_metrics", {})
             if m.get("degree"):
-                name = summary["protocol"]
-                if name == "similarity":
-                    name = f"similarity({row.get('protocol.params.x', 10)},{row.get('protocol.params.y', 0)})"
-                table[name][summary["nodes"]].append((m["degree"]["mean"], m["partitioned_topics"]))
+                table[_overlay(summary["protocol"], row)][summary["nodes"]].append((m["degree"]["mean"], m["partitioned_topics"]))
                 if m.get("ringpt_degree_mean") is not None:
                     table["RingPT (offline)"][summary["nodes"]].append((m["ringpt_degree_mean"], 0))
         out = {name: {str(n): {"degree_mean": statistics.fmean(d for d, _ in v), "partitioned_topics": max(p for _, p in v)}
@@ -250,6 +248,13 @@ class SpiderCastAnalysis(ProtocolAnalysis):
             ax.legend(fontsize=7)
             save(fig, sweep_dir, "spidercast_degree.png")
         return {"degree_table": out} if out else {}
+
+
+def _overlay(protocol: str, row: dict) -> str:
+    """A table row's name: the protocol and the point's other settings (``--set`` paths) but N."""
+    settings = {k.rpartition(".")[2]: v for k, v in row.items()
+                if "." in k and " " not in k and not k.endswith(".") and k not in ("nodes.count", "protocol.name")}
+    return protocol + (f" ({', '.join(f'{k}={v}' for k, v in settings.items())})" if settings else "")
 
 
 def _fmt(v) -> str:

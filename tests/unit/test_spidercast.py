@@ -203,3 +203,18 @@ def test_the_analysis_agrees_with_the_cores_and_rebuilds_ring_per_topic_offline(
                                           for t in {t for s in subs for t in s})
     ring, _ = network(experiment("ring_per_topic", n=300), until_s=1.0)
     assert analysed(ring, "ring_per_topic")["degree"]["mean"] == pytest.approx(m["ringpt_degree_mean"])
+
+
+def test_the_sweep_table_has_a_row_per_overlay_and_a_column_per_size(tmp_path):
+    from analysis.protocols.spidercast import SpiderCastAnalysis
+
+    def run(protocol, n, degree, **settings):
+        metrics = {"degree": {"mean": degree}, "partitioned_topics": 0, "ringpt_degree_mean": 15.8}
+        return ({"nodes.count": n, "protocol.name": protocol, "hit ratio": 1.0, "dup.": 2.0, **settings},
+                {"protocol": protocol, "nodes": n, "protocol_metrics": metrics})
+
+    table = SpiderCastAnalysis.sweep(tmp_path, [run("spidercast", 1000, 11.4), run("spidercast", 2000, 10.7),
+                                                run("similarity", 1000, 10.2, **{"protocol.params.x": 9, "protocol.params.y": 1})])
+    rows = table["degree_table"]
+    assert set(rows) == {"spidercast", "similarity (x=9, y=1)", "RingPT (offline)"}
+    assert rows["spidercast"]["2000"]["degree_mean"] == 10.7 and (tmp_path / "spidercast_degree.png").exists()
