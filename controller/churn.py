@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from .config import Churn, Experiment, FlashCrowd, Lengths, SharpDrop
@@ -43,12 +44,21 @@ class ChurnPlan:
     events: list[ChurnEvent]
 
     def alive_at(self, t: float, n: int) -> set[int]:
-        alive = set(range(n)) - self.offline_at_start
-        for e in self.events:
-            if e.at_s > t:
-                break
-            (alive.add if e.kind == "join" else alive.discard)(e.node)
-        return alive
+        return next(self.alive_at_each([t], n))
+
+    def alive_at_each(self, times: Iterable[float], n: int) -> Iterator[set[int]]:
+        """The nodes alive at each of ``times``, in order: one pass over the events while the
+        times do not decrease (each set is the same object, updated: use it before the next)."""
+        alive, k, last = set(range(n)) - self.offline_at_start, 0, -math.inf
+        for t in times:
+            if t < last:
+                alive, k = set(range(n)) - self.offline_at_start, 0
+            last = t
+            while k < len(self.events) and self.events[k].at_s <= t:
+                e = self.events[k]
+                (alive.add if e.kind == "join" else alive.discard)(e.node)
+                k += 1
+            yield alive
 
     @property
     def churning(self) -> set[int]:

@@ -219,10 +219,11 @@ def publications(exp: Experiment, subs, times, topics, churn_plan: churn.ChurnPl
     warm = exp.phases.warmup_s
     out, skipped = [], 0
     static = not churn_plan.events and not churn_plan.offline_at_start
+    alive_at = churn_plan.alive_at_each((warm + at for at in times), exp.nodes.count)
     for at, topic in zip(times, topics):
         candidates = everyone if exp.publications.publisher == "any" else by_topic[topic]
+        alive = next(alive_at)
         if not static:
-            alive = churn_plan.alive_at(warm + at, exp.nodes.count)
             candidates = [v for v in candidates if v in alive]
         if not candidates:
             skipped += 1
