@@ -236,8 +236,9 @@ class SpiderCastAnalysis(ProtocolAnalysis):
             m = summary.get("protocol_metrics", {})
             if m.get("degree"):
                 table[_overlay(summary["protocol"], row)][summary["nodes"]].append((m["degree"]["mean"], m["partitioned_topics"]))
-                if m.get("ringpt_degree_mean") is not None:
-                    table["RingPT (offline)"][summary["nodes"]].append((m["ringpt_degree_mean"], 0))
+                if m.get("ringpt_degree_mean") is not None:  # depends on the interests only
+                    table[_overlay("RingPT (offline)", row, protocol_settings=False)][summary["nodes"]].append(
+                        (m["ringpt_degree_mean"], 0))
         out = {name: {str(n): {"degree_mean": statistics.fmean(d for d, _ in v), "partitioned_topics": max(p for _, p in v)}
                       for n, v in sorted(by_n.items())} for name, by_n in sorted(table.items())}
         if out:
@@ -250,10 +251,12 @@ class SpiderCastAnalysis(ProtocolAnalysis):
         return {"degree_table": out} if out else {}
 
 
-def _overlay(protocol: str, row: dict) -> str:
-    """A table row's name: the protocol and the point's other settings (``--set`` paths) but N."""
+def _overlay(protocol: str, row: dict, protocol_settings: bool = True) -> str:
+    """A table row's name: the protocol and the point's other settings (``--set`` paths) but N
+    (and but the protocol's, for what depends on the interests only)."""
     settings = {k.rpartition(".")[2]: v for k, v in row.items()
-                if "." in k and " " not in k and not k.endswith(".") and k not in ("nodes.count", "protocol.name")}
+                if "." in k and " " not in k and not k.endswith(".") and k not in ("nodes.count", "protocol.name")
+                and (protocol_settings or not k.startswith("protocol."))}
     return protocol + (f" ({', '.join(f'{k}={v}' for k, v in settings.items())})" if settings else "")
 
 

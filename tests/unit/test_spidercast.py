@@ -217,4 +217,6 @@ def test_the_sweep_table_has_a_row_per_overlay_and_a_column_per_size(tmp_path):
                                                 run("similarity", 1000, 10.2, **{"protocol.params.x": 9, "protocol.params.y": 1})])
     rows = table["degree_table"]
     assert set(rows) == {"spidercast", "similarity (x=9, y=1)", "RingPT (offline)"}
+    by_workload = SpiderCastAnalysis.sweep(tmp_path, [run("spidercast", 1000, 8.5, **{"workload.popularity": "nyse"})])
+    assert set(by_workload["degree_table"]) == {"spidercast (popularity=nyse)", "RingPT (offline) (popularity=nyse)"}
     assert rows["spidercast"]["2000"]["degree_mean"] == 10.7 and (tmp_path / "spidercast_degree.png").exists()
