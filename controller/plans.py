@@ -44,7 +44,7 @@ class Plan:
     contact_topics: list[dict[int, frozenset[str]]] = field(default_factory=list)
     """``nodes.contacts: per_topic``: per node, each contact's topics it was drawn for (what its
     descriptor lists); empty otherwise (a descriptor lists the contact's subscriptions)."""
-    online_contacts: dict[int, tuple[list[int], list[int]]] = field(default_factory=dict, repr=False)
+    online_contacts: dict[int, tuple[list[int], list[int]]] = field(default_factory=dict, repr=False, compare=False)
     """``initial_contacts``' memo: contact list id -> (the list, its nodes online at the start)."""
 
 

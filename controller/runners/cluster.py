@@ -70,7 +70,6 @@ class ClusterDriver(Driver):
         await asyncio.gather(*(self._answering(n) for n in range(self.n)))
         if self.core is not None:
             await self._collector_listening()
-        if self.core is not None:
             for pod in self.layout.pods():
                 self.uids[pod] = (await self._read_pod(pod)).metadata.uid
 

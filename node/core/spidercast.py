@@ -265,7 +265,7 @@ class CoverageLinks(Layer):
         for task in self.tasks.values():
             task.target = task.lmax(topics)
 
-    def _refresh(self) -> None:
+    def refresh(self) -> None:
         self.view = {nid: n.desc for task in self.tasks.values() for nid, n in task.neighbors.items()}
 
     def degree(self) -> int:
@@ -448,7 +448,7 @@ class CoverageLinks(Layer):
         lmax = task.lmax(self.stack.topics)
         if task.target < lmax and len(task.neighbors) < task.target + self.config.margin:
             task.target += 1
-        self._refresh()
+        self.refresh()
 
     def _on_connect(self, task: Task, msg: Signal, now: float) -> list[Action]:
         src = msg.sender
@@ -487,7 +487,7 @@ class CoverageLinks(Layer):
 
     def _remove(self, task: Task, node: NodeId) -> None:
         if task.neighbors.pop(node, None) is not None:
-            self._refresh()
+            self.refresh()
 
     def drop(self, node: NodeId, gone: bool) -> None:
         """Remove ``node`` from every task (suspected, or a send to it failed: ``gone``)."""
@@ -496,7 +496,7 @@ class CoverageLinks(Layer):
             task.redirects = [d for d in task.redirects if d.node_id != node]
         if gone:
             self.gone.add(node)
-        self._refresh()
+        self.refresh()
 
     def on_send_failed(self, dst: NodeId, msg: Message, now: float) -> list[Action]:
         self.drop(dst, gone=True)
@@ -544,7 +544,7 @@ class Heartbeats(Layer):
         for task in links.tasks.values():
             for nid in [nid for nid, n in task.neighbors.items() if n.heard < deadline]:
                 task.neighbors.pop(nid)
-        links._refresh()
+        links.refresh()
         me = self.stack.me
         bare = Descriptor(me.node_id, me.addr)
         out: list[Action] = []

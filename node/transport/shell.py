@@ -263,7 +263,8 @@ class PeerShell(control_pb2_grpc.ControlServicer):
             await asyncio.sleep(delay)
         wire = codec.wire_type(a.msg)
         data = codec.encode(a.msg, self.node_id, context_bytes(span) if event else codec.NO_TRACE)
-        await self._resolve(a.addr)
+        if a.addr not in self._channels:  # looked up once, when a channel is opened
+            await self._resolve(a.addr)
         self._in_flight[a.addr] += 1
         try:
             if wire.exchange:
