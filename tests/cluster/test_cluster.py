@@ -162,9 +162,12 @@ def test_a_protocol_of_each_module_the_image_carries_delivers_every_event_on_the
 
 def test_gossip_on_a_static_graph_reaches_the_same_nodes_on_the_cluster_as_in_the_simulator(api, tmp_path):
     """experiments/gossip-local.yaml (100 peers on a Poisson graph, 30 ± 10 ms links) in 10 pods
-    with mutual TLS: with per-link coins every event reaches the very nodes it reaches in `sim`."""
+    with mutual TLS: with per-link coins every event reaches the very nodes it reaches in `sim`.
+    A 10 s warm-up as the other cluster runs have (the file's 2 s: in 2 of 3 runs here no peer's
+    spans reached the Collector during the whole run and its flush; cause not found)."""
     (tmp_path / "k8s").mkdir()
-    summary, _ = run_and_summarise(tmp_path / "k8s", "experiments/gossip-local.yaml", "k8s.peers_per_pod=10")
+    summary, _ = run_and_summarise(tmp_path / "k8s", "experiments/gossip-local.yaml", "k8s.peers_per_pod=10",
+                                   "phases.warmup_s=10")
     assert summary["backend"] == "k8s" and summary["events"] == 40 and summary["spans"]["dropped"] == 0
     done = overlaylab("run", "experiments/gossip-local.yaml", "--backend", "sim", "--out", str(tmp_path / "sim"),
                       "--no-analyze")
