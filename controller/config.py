@@ -161,7 +161,9 @@ class SocialWorkload(Strict):
 
     model: Literal["social"]
     graph: str = "synthetic"
-    """'synthetic' (a directed Chung-Lu follower graph) or the path of an edge list ("u v" lines)."""
+    """'synthetic' (a directed Chung-Lu follower graph), 'geometric' (a directed geometric
+    inhomogeneous random graph: the same heavy tails, with the clustering and shared followees
+    of real social graphs) or the path of an edge list ("u v" lines)."""
     directed: bool = True
     """true: Twitter-like, u -> v means u follows v; false: Facebook-like, both follow each other."""
     synthetic_nodes: PositiveInt | None = None
@@ -170,6 +172,9 @@ class SocialWorkload(Strict):
     """Synthetic graph: follow draws per user (repeats and self-follows are dropped)."""
     exponent: float = Field(2.2, gt=2.0)
     """Synthetic graph: power-law exponent of the in- and out-degree weights."""
+    locality: float = Field(3.0, gt=1.0)
+    """Geometric graph: the exponent of its connection probability; larger keeps follows nearer in
+    the latent space (more clustering and link sharing)."""
     bfs_seeds: PositiveInt = 3
     """Random users the BFS starts from."""
 

@@ -173,6 +173,49 @@ def synthetic_follower_graph(size: int, mean_follows: float, exponent: float, rn
     return g
 
 
+def geometric_follower_graph(size: int, mean_follows: float, exponent: float, locality: float,
+                             rng: random.Random, rows_per_chunk: int = 1024) -> nx.DiGraph:
+    """A directed geometric inhomogeneous random graph (GIRG; Bringmann, Keusch, Lengler 2019) in
+    one dimension: users sit at uniform positions on a circle and carry Chung-Lu weights (the
+    same power law as ``synthetic_follower_graph`` for follows made and received); u follows v
+    with probability ``min(1, c * w_out[u] * w_in[v] / (mean_follows * max(1, 2 * size * d)))
+    ** locality``, d the circular distance. Near users follow each other and share followees, as
+    friends on social graphs do (clustering about 0.5 to 0.7 here, against 0 for Chung-Lu), with
+    the heavy tails kept. ``c`` is set by bisection so that a user makes ``mean_follows`` follows
+    on average (computed exactly over a fixed sample of users)."""
+    gen = np.random.default_rng(rng.getrandbits(64))
+    w = np.arange(1, size + 1, dtype=float) ** (-1 / (exponent - 1))
+    w_out, w_in = gen.permutation(w), gen.permutation(w)
+    w_out *= mean_follows / w_out.mean()
+    w_in *= 1 / w_in.mean()
+    pos = gen.random(size)
+
+    def probabilities(rows: np.ndarray, c: float) -> np.ndarray:
+        d = np.abs(pos[rows, None] - pos[None, :])
+        d = np.minimum(d, 1 - d)
+        p = np.minimum(1.0, c * w_out[rows, None] * w_in[None, :] / (mean_follows * np.maximum(1.0, 2 * size * d)))
+        p **= locality
+        p[np.arange(len(rows)), rows] = 0.0
+        return p
+
+    probe = gen.choice(size, min(size, 512), replace=False)
+    lo, hi = -12.0, 12.0  # log c
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        if probabilities(probe, np.exp(mid)).sum() / len(probe) * w_out.mean() / w_out[probe].mean() < mean_follows:
+            lo = mid
+        else:
+            hi = mid
+    c = np.exp((lo + hi) / 2)
+    g = nx.DiGraph()
+    g.add_nodes_from(range(size))
+    for start in range(0, size, rows_per_chunk):
+        rows = np.arange(start, min(size, start + rows_per_chunk))
+        a, b = np.nonzero(gen.random((len(rows), size)) < probabilities(rows, c))
+        g.add_edges_from(zip((a + start).tolist(), b.tolist()))
+    return g
+
+
 def bfs_sample(g: nx.DiGraph, n: int, seeds: int, rng: random.Random) -> list:
     """BFS over the (undirected view of the) graph from random seed users until n users."""
     if g.number_of_nodes() < n:
@@ -200,6 +243,8 @@ def bfs_sample(g: nx.DiGraph, n: int, seeds: int, rng: random.Random) -> list:
 def social(w: SocialWorkload, n: int, rng: random.Random) -> Subscriptions:
     if w.graph == "synthetic":
         g = synthetic_follower_graph(w.synthetic_nodes or 2 * n, w.mean_follows, w.exponent, rng)
+    elif w.graph == "geometric":
+        g = geometric_follower_graph(w.synthetic_nodes or 2 * n, w.mean_follows, w.exponent, w.locality, rng)
     else:
         g = read_edge_list(w.graph)
     users = bfs_sample(g, n, w.bfs_seeds, rng)
@@ -273,6 +318,44 @@ def describe(subs: Subscriptions, rng: random.Random, sample: int = 500) -> dict
                         "mean_jaccard_random_pairs": float(np.mean(jac)) if jac else None,
                         "sampled_nodes": len(nodes)},
     }
+
+
+def link_sharing(subs: Subscriptions) -> dict:
+    """How much a node's true ring links are shared across its topics (PolderCast; node i has
+    ring id ``ring_id(i)``, as in every backend): per node, its distinct true ring neighbours
+    (the first successor and predecessor by ring id in every ring of two or more subscribers)
+    over its target ring links (two per ring: the links the ring convergence measure counts).
+    1 means every link goes to a node of its own; low values mean one neighbour closes many
+    rings (friends of a user are friends of each other). Overall (summed over nodes) and in
+    power-of-two bins of subscription size."""
+    from node.core.rings import ring_id
+
+    n = len(subs)
+    members: dict[str, list[int]] = {}
+    for i, topics in enumerate(subs):
+        for t in topics:
+            members.setdefault(t, []).append(i)
+    rid = [ring_id(i) for i in range(n)]
+    links = np.zeros(n, dtype=np.int64)
+    pairs: list[np.ndarray] = []
+    for ring in members.values():
+        if len(ring) >= 2:
+            ordered = np.array(sorted(ring, key=rid.__getitem__), dtype=np.int64)
+            links[ordered] += 2
+            pairs += [ordered * n + np.roll(ordered, -1), ordered * n + np.roll(ordered, 1)]
+    distinct = np.zeros(n, dtype=np.int64)
+    if pairs:
+        np.add.at(distinct, np.unique(np.concatenate(pairs)) // n, 1)
+    sizes = np.array([len(s) for s in subs])
+    has = links > 0
+    bins = []
+    for lo in sorted({1 << (int(k).bit_length() - 1) for k in sizes[has]}):
+        sel = has & (sizes >= lo) & (sizes < 2 * lo)
+        bins.append({"subscriptions_from": lo, "nodes": int(sel.sum()),
+                     "distinct_per_link": float(distinct[sel].sum() / links[sel].sum())})
+    return {"target_links": int(links.sum()), "distinct_neighbours": int(distinct.sum()),
+            "distinct_per_link": float(distinct.sum() / links.sum()) if links.sum() else None,
+            "by_subscriptions": bins}
 
 
 def fit_zipf_alpha(subs: Subscriptions) -> float:

@@ -68,12 +68,6 @@ class PolderCastConfig:
     """On a failed event send to the ring successor or predecessor, drop that neighbour and send
     to the next one on that side (spec §2 parameter, not in paper; false = paper-faithful: no
     failure detection on the data path)."""
-    ring_ages: Literal["own", "union"] = "own"
-    """Ages of RINGS neighbours (choice, not in paper): "own" = the RINGS layer's ages, while
-    profiles are refreshed from younger copies in the other views; "union" = the spec's union
-    rule literally (the youngest copy's age), which resets ring ages and starves LRU partner
-    choice on heavy-tailed workloads (2K social E1: 57% rings incomplete at cycle 59)."""
-
     ring_removal: Literal["on_timeout", "on_initiate"] = "on_timeout"
     """When RINGS removes its gossip partner from the ring slots (choice): "on_initiate" = the
     paper's rule (at once; the partner returns with its reply), which leaves the partner's slots
@@ -96,7 +90,7 @@ def build(me: Descriptor, config: PolderCastConfig, rng: random.Random, shared: 
     bits, ids = shared.setdefault("topic_bits", TopicBits()), shared.setdefault("ring_ids", RingIds())
     period, timeout = config.cycle_ms / 1000.0, config.timeout_ms / 1000.0
     rings = Rings(ring_size=config.ring_size, gossip_size=config.ring_gossip, period_s=period, timeout_s=timeout,
-                  bits=bits, ids=ids, ring_ages=config.ring_ages, removal=config.ring_removal)
+                  bits=bits, ids=ids, removal=config.ring_removal)
     layers: list[Layer] = [Cyclon(config.cyclon), rings]
     if config.use_vicinity:
         layers.append(Vicinity(view_size=config.vicinity_view, gossip_size=config.vicinity_gossip, period_s=period,

@@ -12,8 +12,8 @@ Each cycle: age every entry; the oldest ring neighbour q (ties at random) is the
 with no ring neighbour, a random node of the overlay layer (else the peer-sampling layer) that
 shares a topic. q is sent, per topic it shares with this node, the known subscribers nearest
 q's ring id (at most ``gossip_size``, sampled if more); q answers the same way for the
-requester. A request or reply straight from a ring neighbour zeroes its age and brings its
-fresh profile (paper §4, rule 1).
+requester, computing its reply before merging (spec: either order; this one never echoes the
+requester's own entries back).
 
 Removal of the partner (choice, ``removal``): the paper removes q from the view when the
 exchange starts and re-inserts it when q replies, so that dead neighbours are purged. In the
@@ -30,11 +30,16 @@ VICINITY. The node's profile carries the non-zero priorities, in insertion order
 Ring ids (choice, not in paper): the first 8 bytes of BLAKE2b(node id), so every node, backend
 and the analysis compute the same 64-bit id from a node id without carrying it.
 
-Ring ages (choice, ``ring_ages``): RINGS picks its partner by age (LRU) among its ring
-neighbours. If the union of views (youngest copy wins) also set the ring neighbours' ages,
-every CYCLON or VICINITY sighting would make a ring neighbour young again and the LRU choice
-would keep missing it; with ``own`` ring neighbours keep the RINGS layer's ages and only take
-the fresher profile.
+Ages (paper §4; spec §4, §5.0 rule 1): RINGS keeps its own ages. Once per tick every entry
+grows one older; a request or reply straight from a ring neighbour zeroes it; a fresher copy of
+a ring neighbour seen in another view or in a message brings its newer profile and keeps the
+RINGS age (were copies to set ages, every CYCLON or VICINITY sighting would make a ring
+neighbour young again and LRU partner choice would keep missing it); a node new to RINGS enters
+with the age of the youngest copy it came from (spec choice). Entries sent keep their ages.
+
+What is sent (paper §5, "considering the union of views of all three modules"): known
+subscribers of the common topics from the views, not this node's own profile (the message's
+sender field carries it; the profile would only take one of the ``gossip_size`` places).
 
 Invariants (``validate``): no self entry; every ring slot refers to a node of ``view``
 subscribed (per its profile) to that topic; each side at most ``ring_size/2``, nearest first.
@@ -81,11 +86,11 @@ class Rings(ExchangeLayer):
     name = LAYER
 
     def __init__(self, *, ring_size: int, gossip_size: int, period_s: float, timeout_s: float, bits: TopicBits,
-                 ids: RingIds, ring_ages: str = "own", removal: str = "on_timeout", overlay: str = "vicinity",
+                 ids: RingIds, removal: str = "on_timeout", overlay: str = "vicinity",
                  sampling: str = "cyclon") -> None:
         super().__init__(max_entries=gossip_size, timeout_s=timeout_s)
         self.ring_size, self.gossip_size, self.period_s = ring_size, gossip_size, period_s
-        self.bits, self.ids, self.ring_ages, self.removal = bits, ids, ring_ages, removal
+        self.bits, self.ids, self.removal = bits, ids, removal
         self.overlay, self.sampling = overlay, sampling
         self.succ: dict[Topic, list[NodeId]] = {}
         self.pred: dict[Topic, list[NodeId]] = {}
@@ -153,7 +158,6 @@ class Rings(ExchangeLayer):
         common = stack.me.topics & q.topics
         shared, mask = self.bits.bits(common), self.bits.mask
         known = [d for d in stack.union().values() if d.node_id != q.node_id and mask(d.topics) & shared]
-        known.append(stack.me.aged(0))
         chosen: dict[NodeId, Descriptor] = {}
         for d in self._nearest(known, self.ids[q.node_id], common):
             chosen[d.node_id] = d
@@ -199,7 +203,7 @@ class Rings(ExchangeLayer):
         over the whole pool. This keeps the cost of a merge proportional to the message, not to
         the subscriber's RINGS view, which reaches thousands on social workloads."""
         stack, ids = self.stack, self.ids
-        own, nbr, mine, me = self.ring_ages == "own", self.view, stack.me.topics, stack.node_id
+        nbr, mine, me = self.view, stack.me.topics, stack.node_id
         refreshed: dict[NodeId, Descriptor] = {}
         newcomers: dict[NodeId, Descriptor] = {}
         for d in (*stack.union(without=self.name).values(), *received):
@@ -209,13 +213,11 @@ class Rings(ExchangeLayer):
             if x in nbr and x == contact:
                 refreshed[x] = d  # the sender's own copy comes last in received
             elif x in nbr:
-                # A fresher copy brings the newer profile; with ring_ages "own" a ring neighbour
-                # keeps the age RINGS gave it, so LRU partner choice still cycles through the
-                # ring instead of being reset by other layers' copies.
+                # a fresher copy brings the newer profile at the RINGS age
                 cur = refreshed.get(x, nbr[x])
                 # (identity first: comparing equal profiles of heavy subscribers is O(topics))
-                if d.age < cur.age and (not own or not _same(d.priorities, cur.priorities) or not _same(d.topics, cur.topics)):
-                    refreshed[x] = d.aged(cur.age) if own else d
+                if d.age < cur.age and (not _same(d.priorities, cur.priorities) or not _same(d.topics, cur.topics)):
+                    refreshed[x] = d.aged(cur.age)
             elif x not in newcomers or d.age < newcomers[x].age:
                 newcomers[x] = d
         holes, self._holes = self._holes & mine, set()

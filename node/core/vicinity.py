@@ -7,10 +7,17 @@ State: ``view``, at most ``view_size`` descriptors, each with an age in cycles.
 
 Each cycle: age every entry; the oldest entry is the partner (ties at random) and is removed at
 once (proactive removal: it comes back if it replies); with an empty view a random entry of the
-peer-sampling layer is the partner. The partner is sent the ``gossip_size`` candidates that rank
-best *for it*, drawn from the union of the node's views and its own fresh profile. The partner
-answers with the best candidates for the requester from its union (never those just received),
-then both merge: the view becomes the ``view_size`` best of the union and what was received.
+peer-sampling layer is the partner. The partner is sent the ``gossip_size`` candidates from the
+union of the node's views that rank best *for it* (paper §5: "merges its views from all three
+modules"; not the node's own profile, which the sender field carries). The partner merges
+first, then answers with the best candidates for the requester from its union after the merge
+(paper: "Finally, q responds"), leaving out those just received (choice: they carry no news).
+A merge makes the view the ``view_size`` best of the union and what was received.
+
+Ages (paper §4; spec §4, §5.0 rule 1): VICINITY keeps its own ages. A neighbour that stays in the
+view keeps its age (with the freshest profile of any copy), zeroed only when a request or reply
+comes straight from it; a node new to the view enters with the age of the youngest copy it came
+from (spec choice); entries sent keep their ages.
 
 Ranking (``rank``): highest topic priority of a shared topic (``priority_mode``: the max, or
 the sum, over shared topics: a choice), then most shared topics, then a uniform random
@@ -22,7 +29,7 @@ Invariants: no self entry, at most ``view_size`` entries, non-negative ages.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from .stack import ExchangeLayer
@@ -152,30 +159,33 @@ class Vicinity(ExchangeLayer):
             q = stack.rng.choice(list(sampled.values()))
         else:
             return []
-        candidates = [d for d in stack.union().values() if d.node_id != q.node_id] + [stack.me.aged(0)]
-        return [self.request(q, self.rank(q, candidates, self.gossip_size), now)]
+        return [self.request(q, self.rank(q, stack.union().values(), self.gossip_size), now)]
 
     def on_request(self, src: NodeId, msg: Gossip, now: float) -> list[Descriptor]:
-        union, fresh = self.stack.union(), msg.sender.aged(0)
+        self._merge(msg)
         exclude = {e.node_id for e in msg.entries}
-        candidates = [d for d in union.values() if d.node_id not in exclude] + [self.stack.me.aged(0)]
-        reply = self.rank(fresh, candidates, self.gossip_size)
-        self._merge(union, [*msg.entries, fresh])
-        return reply
+        candidates = [d for d in self.stack.union().values() if d.node_id not in exclude]
+        return self.rank(msg.sender, candidates, self.gossip_size)
 
     def on_reply(self, msg: Gossip, kept: Any, now: float) -> None:
-        self._merge(self.stack.union(), [*msg.entries, msg.sender.aged(0)])
+        self._merge(msg)
 
-    def _merge(self, union: View, received: Sequence[Descriptor]) -> None:
-        """The view becomes the best of all views and ``received`` (youngest copy of each)."""
-        pool = dict(union)
-        for d in received:
+    def _merge(self, msg: Gossip) -> None:
+        """The view becomes the best of all views and ``msg``'s entries and sender (the youngest
+        copy of each profile); a neighbour that stays keeps its VICINITY age, but the sender's
+        becomes 0."""
+        own, sender = self.view, msg.sender.aged(0)
+        pool = self.stack.union()
+        for d in (*msg.entries, sender):
             old = pool.get(d.node_id)
             if old is None or d.age < old.age:
                 pool[d.node_id] = d
         pool.pop(self.stack.node_id, None)
-        best = self.rank(self.stack.me, pool.values(), self.view_size)
-        self.view = {d.node_id: d for d in best}
+        view: View = {}
+        for d in self.rank(self.stack.me, pool.values(), self.view_size):
+            x, mine = d.node_id, own.get(d.node_id)
+            view[x] = sender if x == sender.node_id else d if mine is None or mine.age == d.age else d.aged(mine.age)
+        self.view = view
 
     def validate(self) -> None:
         super().validate()

@@ -135,7 +135,7 @@ def nearest_from_scratch(me, pool, topic, half):
     return succ, pred
 
 
-@pytest.mark.parametrize("params", [{}, {"use_vicinity": False}, {"ring_ages": "union"},
+@pytest.mark.parametrize("params", [{}, {"use_vicinity": False},
                                     {"ring_removal": "on_initiate"}])
 def test_incremental_ring_update_equals_recomputing_every_ring(monkeypatch, params):
     """The RINGS core updates only the rings a message can change; after every update each
