@@ -6,7 +6,7 @@
     overlaylab compare RUN_DIR RUN_DIR...    metrics side by side (e.g. sim against local; or a sweep's directory)
     overlaylab crosscheck RUN_DIR            the core metrics recomputed in plain Python against summary.json
     overlaylab synthetic OUT --spans N       a synthetic run of about N spans (to try the analysis at scale)
-    overlaylab workload FILE [--json]        the workload's distributions and correlation
+    overlaylab workload FILE [--json]        the workload's distributions, correlation and ring-link sharing
     overlaylab validate FILE [--set ...]     check a file without running it
     overlaylab schema                        the experiment file's JSON Schema
     overlaylab helm-values FILE [--run-id ID] [--sweep]  the chart's values for an experiment (k8s backend)
@@ -200,6 +200,7 @@ def cmd_workload(args) -> int:
     exp = _load(args)
     subs = workloads.render(exp)
     report = workloads.describe(subs, random.Random(f"{exp.seed}:describe"))
+    report["link_sharing"] = workloads.link_sharing(subs)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -214,6 +215,11 @@ def cmd_workload(args) -> int:
     console.print(table)
     for k, v in report["correlation"].items():
         console.print(f"correlation {k}: {v if v is None or isinstance(v, int) else round(v, 4)}")
+    sharing = report["link_sharing"]
+    if sharing["distinct_per_link"] is not None:
+        console.print(f"link sharing (distinct true ring neighbours per target ring link): "
+                      f"{sharing['distinct_per_link']:.3f} over {sharing['target_links']} links; by subscriptions: "
+                      + ", ".join(f"{b['subscriptions_from']}+ {b['distinct_per_link']:.2f}" for b in sharing["by_subscriptions"]))
     return 0
 
 

@@ -806,7 +806,7 @@ def check_data_files(exp: Experiment, source: str = "<experiment>") -> None:
         node: Any = exp
         for k in keys:
             node = getattr(node, k, None)
-        if isinstance(node, str) and node != "synthetic" and not Path(node).is_file():
+        if isinstance(node, str) and node not in GENERATED and not Path(node).is_file():
             missing.append(f"  {'.'.join(keys)}: no such file: {node}")
     if missing:
         raise ExperimentError("\n".join([f"{source}: {len(missing)} missing data file(s)", *missing]))
@@ -814,6 +814,8 @@ def check_data_files(exp: Experiment, source: str = "<experiment>") -> None:
 
 PATH_FIELDS = (("workload", "path"), ("workload", "graph"), ("churn", "path"), ("network", "delay", "path"),
                ("topology", "degrees"))
+GENERATED = ("synthetic", "geometric")
+"""Values of a path field that name a generator, not a file."""
 
 
 def data_dir() -> Path:
@@ -836,7 +838,7 @@ def _resolve_paths(data: dict, base: Path) -> None:
         node = data
         for k in keys[:-1]:
             node = node.get(k) if isinstance(node, dict) else None
-        if isinstance(node, dict) and isinstance(node.get(keys[-1]), str) and node[keys[-1]] != "synthetic":
+        if isinstance(node, dict) and isinstance(node.get(keys[-1]), str) and node[keys[-1]] not in GENERATED:
             node[keys[-1]] = resolve_path(node[keys[-1]], base)
 
 

@@ -3,7 +3,7 @@
 Every model returns one ``frozenset`` of topic names per node (``nodes.count`` of them). Topic
 names are ``t0000``…; the social and trace models name topics after their users/labels. Where the
 papers leave something open the choice is a named field of the model (see controller/config.py)
-and is described in docs/workloads.md.
+and is described in docs/plans.md.
 """
 
 from __future__ import annotations

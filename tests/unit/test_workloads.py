@@ -128,3 +128,43 @@ def test_describe_reports_distributions_and_correlation():
     assert d["subscriptions_per_node"]["max"] == 2 and d["subscribers_per_topic"]["max"] == 2
     # tdi(3): each node averages its (here at most 2) overlaps: a,b -> (100 + 0) / 2 twice; c -> 0.
     assert d["correlation"]["tdi(3)"] == pytest.approx((50 + 50 + 0) / 3)
+
+
+def link_sharing_by_hand(subs):
+    """Per node: the set of its first successors and predecessors by ring id, ring by ring."""
+    from node.core.rings import ring_id
+
+    members = {}
+    for i, s in enumerate(subs):
+        for t in s:
+            members.setdefault(t, []).append(i)
+    neighbours, links = [set() for _ in subs], [0] * len(subs)
+    for ring in members.values():
+        if len(ring) < 2:
+            continue
+        ring = sorted(ring, key=ring_id)
+        for k, x in enumerate(ring):
+            neighbours[x] |= {ring[(k + 1) % len(ring)], ring[k - 1]}
+            links[x] += 2
+    return sum(map(len, neighbours)), sum(links)
+
+
+def test_link_sharing_counts_distinct_true_ring_neighbours_per_target_link():
+    subs = render(400, model="social", directed=False)
+    got = workloads.link_sharing(subs)
+    distinct, links = link_sharing_by_hand(subs)
+    assert (got["distinct_neighbours"], got["target_links"]) == (distinct, links)
+    assert got["distinct_per_link"] == distinct / links
+    assert sum(b["nodes"] for b in got["by_subscriptions"]) == sum(1 for s in subs if s)
+    # a clique of 5 (each follows the other four): a node's 8 target links in its 4 rings of 4
+    # go to the 4 other nodes
+    clique = [frozenset(f"u{j}" for j in range(5) if j != i) for i in range(5)]
+    assert workloads.link_sharing(clique)["distinct_per_link"] == 0.5
+
+
+def test_the_geometric_social_graph_keeps_the_heavy_tail_and_shares_ring_links():
+    chung_lu = render(1000, model="social", directed=False)
+    geometric = render(1000, model="social", directed=False, graph="geometric")
+    sizes = [len(s) for s in geometric]
+    assert max(sizes) > 8 * np.median(sizes)
+    assert workloads.link_sharing(geometric)["distinct_per_link"] < 0.75 * workloads.link_sharing(chung_lu)["distinct_per_link"]
