@@ -71,6 +71,23 @@ def test_poldercast_e1_file_runs_and_reports_ring_convergence_by_cycle_and_size(
     assert summary["relay_ratio"] == 0.0
 
 
+def test_workload_command_reports_ring_link_sharing(capsys):
+    """`overlaylab workload --json` on the geometric social graph: distributions and link sharing
+    (overall and by subscription size, the same as computed from the rendered workload)."""
+    from controller import workloads
+    from controller.config import load_experiment
+
+    args = [str(ROOT / "experiments" / "poldercast-e1-convergence.yaml"), "--set", "nodes.count=300",
+            "--set", "workload.graph=geometric"]
+    with pytest.raises(SystemExit) as done:
+        main(["workload", *args, "--json"])
+    assert done.value.code == 0
+    report = json.loads(capsys.readouterr().out)
+    expected = workloads.link_sharing(workloads.render(load_experiment(args[0], args[2::2])))
+    assert report["link_sharing"] == expected and 0 < expected["distinct_per_link"] < 1
+    assert report["nodes"] == 300
+
+
 def test_invalid_file_fails_before_anything_starts(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nnodes: {count: lots}\nworkload: {topicz: 3}\n")
