@@ -218,7 +218,8 @@ def cmd_workload(args) -> int:
     sharing = report["link_sharing"]
     if sharing["distinct_per_link"] is not None:
         console.print(f"link sharing (distinct true ring neighbours per target ring link): "
-                      f"{sharing['distinct_per_link']:.3f} over {sharing['target_links']} links; by subscriptions: "
+                      f"{sharing['distinct_per_link']:.3f} over {sharing['target_links']} links "
+                      f"({sharing['distinct_per_node']:.1f} distinct per node); by subscriptions: "
                       + ", ".join(f"{b['subscriptions_from']}+ {b['distinct_per_link']:.2f}" for b in sharing["by_subscriptions"]))
     return 0
 

@@ -327,7 +327,9 @@ def link_sharing(subs: Subscriptions) -> dict:
     over its target ring links (two per ring: the links the ring convergence measure counts).
     1 means every link goes to a node of its own; low values mean one neighbour closes many
     rings (friends of a user are friends of each other). Overall (summed over nodes) and in
-    power-of-two bins of subscription size."""
+    power-of-two bins of subscription size; ``distinct_per_node``: the mean number of true ring
+    neighbours of a node with rings, the peers its RINGS layer must find and then keep visiting
+    one exchange a cycle."""
     from node.core.rings import ring_id
 
     n = len(subs)
@@ -355,6 +357,7 @@ def link_sharing(subs: Subscriptions) -> dict:
                      "distinct_per_link": float(distinct[sel].sum() / links[sel].sum())})
     return {"target_links": int(links.sum()), "distinct_neighbours": int(distinct.sum()),
             "distinct_per_link": float(distinct.sum() / links.sum()) if links.sum() else None,
+            "distinct_per_node": float(distinct[has].mean()) if has.any() else None,
             "by_subscriptions": bins}
 
 

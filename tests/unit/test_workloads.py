@@ -155,6 +155,8 @@ def test_link_sharing_counts_distinct_true_ring_neighbours_per_target_link():
     distinct, links = link_sharing_by_hand(subs)
     assert (got["distinct_neighbours"], got["target_links"]) == (distinct, links)
     assert got["distinct_per_link"] == distinct / links
+    assert got["distinct_per_node"] == distinct / sum(1 for s in subs if any(
+        sum(t in other for other in subs) >= 2 for t in s))
     assert sum(b["nodes"] for b in got["by_subscriptions"]) == sum(1 for s in subs if s)
     # a clique of 5 (each follows the other four): a node's 8 target links in its 4 rings of 4
     # go to the 4 other nodes
