@@ -22,6 +22,7 @@ from node.core.content import (
     normalise,
     properly_contains,
 )
+from node.core.semantic_tree import SemanticTree
 
 pytestmark = pytest.mark.unit
 
@@ -170,3 +171,52 @@ def test_string_containment_finds_the_containments_within_a_kind():
                 p, q = Pattern(kind, x), Pattern(kind, y)
                 subset = all(matches(p, v) for v in universe if matches(q, v))
                 assert contains(p, q) == subset, (kind, x, y)
+
+
+# --- the tree of semantic groups (node/core/semantic_tree.py; spec §4.3) ---------------------
+
+
+def _labels(*preds: Predicate):
+    return [constraint_of(p) for p in preds]
+
+
+def test_the_worked_example_of_the_spec_builds_its_tree_and_routes_a_4():
+    tree = SemanticTree()
+    g = {p: tree.insert(c) for p, c in zip(["a>2", "a<11", "a>3", "a=4", "a=3", "a<4"], _labels(
+        Predicate("a", ">", 2), Predicate("a", "<", 11), Predicate("a", ">", 3), Predicate("a", "=", 4),
+        Predicate("a", "=", 3), Predicate("a", "<", 4)), strict=True)}
+    assert tree.root.children == [g["a>2"], g["a<11"]]
+    assert g["a>2"].children == [g["a>3"], g["a=3"]]  # a=3 below a>2: a>3 does not contain 3
+    assert g["a>3"].children == [g["a=4"]] and g["a<11"].children == [g["a<4"]]
+    assert tree.publish(4) == [tree.root, g["a>2"], g["a>3"], g["a=4"], g["a<11"]]
+    assert tree.insert(constraint_of(Predicate("a", ">=", 4))) is g["a>3"]  # an equal label is found
+    assert tree.depth() == 4
+
+
+def test_a_new_group_adopts_the_children_it_contains():
+    tree = SemanticTree()
+    narrow = [tree.insert(c) for c in _labels(Predicate("a", "=", 5), Predicate("a", "=", 7), Predicate("a", "=", 20))]
+    wide = tree.insert(Interval(0, 10))
+    assert wide.children == narrow[:2] and all(c.parent is wide for c in narrow[:2])
+    assert tree.root.children == [narrow[2], wide]
+
+
+def test_string_groups_descend_into_the_most_selective_container():
+    tree = SemanticTree()
+    sub, pre, eq = (tree.insert(Pattern(k, s)) for k, s in [("substr", "b"), ("prefix", "ab"), ("eq", "abc")])
+    assert tree.root.children == [sub] and sub.children == [pre] and pre.children == [eq]
+    assert [x.label for x in tree.publish("abc")] == [TOP, sub.label, pre.label, eq.label]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(int_predicate(), min_size=1, max_size=2), min_size=1, max_size=12), st.integers(-9, 9))
+def test_every_tree_edge_is_a_containment_and_an_event_visits_exactly_the_matching_groups(subs, v):
+    tree = SemanticTree()
+    for preds in subs:
+        try:
+            tree.insert(label(preds))
+        except ValueError:
+            continue
+    for g in tree.groups():
+        assert all(contains(g.label, c.label) and c.parent is g for c in g.children)
+    assert {id(g) for g in tree.publish(v)} == {id(g) for g in tree.groups() if matches(g.label, v)}
