@@ -68,7 +68,7 @@ class ContentWorkload:
         self.name, self.attrs = name, WORKLOADS[name]
         fixed = random.Random(seed)
         ranks = np.arange(1, DOMAIN + 1, dtype=float) ** -ZIPF_EXPONENT
-        self.zipf = ranks / ranks.sum()
+        self._cum = np.cumsum(ranks / ranks.sum())  # the Zipf CDF over ranks
         self.perm = {(a.name, role): fixed.sample(range(DOMAIN), DOMAIN) for a in self.attrs for role in ("events", "subs")}
         if shared_ranks:
             self.perm.update({(a.name, "events"): self.perm[(a.name, "subs")] for a in self.attrs})
@@ -76,7 +76,6 @@ class ContentWorkload:
         while len(words) < DICTIONARY:
             words.add("".join(fixed.choice(SYMBOL_ALPHABET) for _ in range(SYMBOL_LENGTH)))
         self.words = sorted(words)
-        self._cum = np.cumsum(self.zipf)
 
     def _draw(self, attr: Attribute, role: str, rng: random.Random) -> int:
         """An index into the attribute's domain (values, or words) for events or subs."""
@@ -111,7 +110,7 @@ class ContentWorkload:
 
 def matching_matrix(subs: list[Subscription], events: list[dict[str, Value]]) -> np.ndarray:
     """events × subscriptions, True where the event matches the subscription; vectorised per
-    distinct predicate; an event without a constrained attribute does not match)."""
+    distinct predicate; an event without a constrained attribute does not match."""
     out = np.ones((len(events), len(subs)), dtype=bool)
     names = {p.name for s in subs for p in s.preds}
     for name in sorted(names):
