@@ -19,7 +19,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 EXPERIMENT ?= experiments/quickstart.yaml
 BACKEND ?= local
 
-.PHONY: setup run test lint test-unit test-component proto proto-check bench bench-sim bench-load bench-poldercast bench-spark bench-identity clean \
+.PHONY: setup run test lint test-unit test-component proto proto-check bench bench-sim bench-load bench-spans bench-poldercast bench-spark bench-identity clean \
 	chart-schema chart-render chart-check image test-image \
 	cluster-build cluster-images cluster-up cluster-down test-cluster bench-cluster
 
@@ -131,7 +131,7 @@ test-cluster: setup $(HELM) cluster-up
 bench-cluster: setup
 	$(PY) bench/cluster.py
 
-bench: bench-sim bench-load bench-poldercast bench-spark
+bench: bench-sim bench-load bench-spans bench-poldercast bench-spark
 
 bench-sim: setup
 	$(PY) bench/run.py
@@ -139,6 +139,9 @@ bench-sim: setup
 
 bench-load: setup
 	$(PY) bench/load.py
+
+bench-spans: setup
+	$(PY) bench/spans.py
 
 bench-poldercast: setup
 	$(PY) bench/poldercast.py

@@ -32,6 +32,7 @@ from pydantic import (
 )
 
 from node.core import dissemination_params, protocol_config_class, protocol_names, protocol_spec
+from node.transport.streams import TransportSettings
 
 
 class Strict(BaseModel):
@@ -677,6 +678,8 @@ class Experiment(Strict):
     churn: Churn = Churn()
     publications: Publications = Publications()
     network: Network = Network()
+    transport: TransportSettings = Field(default_factory=TransportSettings)
+    """local and k8s: how peers carry messages (one call per message, or a stream per link)."""
     phases: Phases = Phases()
     analysis: Analysis = Analysis()
     sim: Sim = Sim()

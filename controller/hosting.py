@@ -27,7 +27,7 @@ from .config import Experiment
 def peer_config(exp: Experiment, run_id: str, nodes: list[int], **extra) -> dict:
     """The peer-process config (``node/__main__.py`` documents the keys in ``extra``)."""
     return {"run_id": run_id, "protocol": exp.protocol.name, "params": asdict(exp.protocol.params),
-            "seed": exp.seed, "nodes": nodes, **extra}
+            "seed": exp.seed, "nodes": nodes, "transport": asdict(exp.transport), **extra}
 
 
 def release_name(run_id: str) -> str:

@@ -11,7 +11,8 @@ the host to bind. Optional keys:
   listeners and every channel (``node/transport/security.py``);
 - ``state_dir`` (the core is checkpointed there every tick and restored on restart),
   ``advertise`` (the host name peers use when it differs from the bind host), ``otlp_endpoint``
-  (export spans to a Collector instead of ``trace_dir``), ``refuse_before_join``;
+  (export spans to a Collector instead of ``trace_dir``), ``refuse_before_join``, ``transport``
+  (the experiment's ``transport`` section, :class:`node.transport.streams.TransportSettings`);
 - ``exit_with_parent``: stop, flushing traces, when stdin reaches end of file (the controller
   that holds its other end died).
 
@@ -37,6 +38,7 @@ from node.core import protocol_config_class
 from node.plugins import load_plugins
 from node.transport.security import Credentials
 from node.transport.shell import PeerShell
+from node.transport.streams import TransportSettings
 
 
 async def serve(cfg: dict) -> None:
@@ -50,7 +52,8 @@ async def serve(cfg: dict) -> None:
                   Path(cfg["trace_dir"]) if cfg.get("trace_dir") else None, cfg.get("host", "127.0.0.1"),
                   state_dir / f"node-{n}.pickle" if state_dir else None, advertise=cfg.get("advertise"),
                   otlp_endpoint=cfg.get("otlp_endpoint"), refuse_before_join=cfg.get("refuse_before_join", False),
-                  shared=shared, control_host=cfg.get("control_host", "127.0.0.1"), credentials=credentials)
+                  shared=shared, control_host=cfg.get("control_host", "127.0.0.1"), credentials=credentials,
+                  transport=TransportSettings(**cfg.get("transport", {})))
         for n in cfg["nodes"]
     ]
     fixed, fixed_control = cfg.get("ports", {}), cfg.get("control_ports", {})

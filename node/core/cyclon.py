@@ -19,8 +19,12 @@ Invariants (``validate``): no self entry, no duplicate ids, at most ``view_size`
 non-negative ages.
 
 Choices not in the paper, as named parameters: ``cycle_ms`` (gossip period), ``timeout_ms``
-(a reply later than this is dropped and nothing is merged). The first tick has a random phase
-in [0, cycle) so that nodes stay unsynchronised.
+(a reply later than this is dropped and nothing is merged), ``refill``: a view found empty at a
+tick is filled again, without a random draw, from the node's other views, or else from a
+reserve of the last ``view_size`` partners removed and bootstrap contacts (a burst in which
+every exchange fails must not isolate a node for good; the paper's view only empties when every
+neighbour died). The first tick has a random phase in [0, cycle) so that nodes stay
+unsynchronised.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ class CyclonConfig:
     """Gossip period (testbed choice; the paper counts abstract cycles)."""
     timeout_ms: float = 500.0
     """How long the initiator waits for a reply (testbed choice: cycle_ms / 2)."""
+    refill: bool = True
+    """Fill an empty view again from the other views or recent partners (testbed choice)."""
 
     __pydantic_config__ = {"extra": "forbid"}
 
@@ -63,6 +69,8 @@ class Cyclon(ExchangeLayer):
     def __init__(self, config: CyclonConfig) -> None:
         super().__init__(max_entries=config.shuffle_length, timeout_s=config.timeout_ms / 1000.0)
         self.config = config
+        self.reserve: dict[NodeId, Descriptor] = {}
+        """The last ``view_size`` partners removed and bootstrap contacts, oldest first."""
 
     @property
     def period(self) -> float:
@@ -70,14 +78,19 @@ class Cyclon(ExchangeLayer):
 
     def bootstrap(self, contacts: Sequence[Descriptor]) -> None:
         self._merge([c.aged(0) for c in contacts], sent=())
+        for c in contacts:
+            self._keep(c.aged(0))
 
     def exchange(self, now: float) -> list[Action]:
         """One active cycle: the shuffle request (or nothing with an empty view)."""
+        if not self.view and self.config.refill:
+            self._refill()
         if not self.view:
             return []
         rng = self.stack.rng
         age_all(self.view)
         q = self.view.pop(pick_oldest(self.view, rng))
+        self._keep(q)
         others = list(self.view.values())
         sent = rng.sample(others, min(self.config.shuffle_length - 1, len(others)))
         return [self.request(q, (self.stack.me.aged(0), *sent), now, kept=tuple(d.node_id for d in sent))]
@@ -90,6 +103,20 @@ class Cyclon(ExchangeLayer):
 
     def on_reply(self, msg: Gossip, kept: tuple[NodeId, ...], now: float) -> None:
         self._merge(msg.entries, sent=kept)
+
+    def _keep(self, d: Descriptor) -> None:
+        self.reserve.pop(d.node_id, None)
+        self.reserve[d.node_id] = d
+        if len(self.reserve) > self.config.view_size:
+            del self.reserve[next(iter(self.reserve))]
+
+    def _refill(self) -> None:
+        """An empty view: the other views' entries, else the reserve, most recent first."""
+        me = self.stack.node_id
+        pool = [d for d in self.stack.union(without=LAYER).values() if d.node_id != me] \
+            or list(reversed(self.reserve.values()))
+        for d in pool[:self.config.view_size]:
+            self.view[d.node_id] = d
 
     def _merge(self, entries: Sequence[Descriptor], sent: tuple[NodeId, ...]) -> None:
         # Replace sent entries in the (random) order they were sent. Never iterate a set of ids

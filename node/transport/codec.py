@@ -209,6 +209,7 @@ WIRE_TYPES = (
 """Every message type of the Peer service, registered once: the shell serves and calls these
 RPCs, the simulator round-trips through them, the tests fuzz each."""
 _BY_CORE = {w.core: w for w in WIRE_TYPES}
+WIRE_BY_RPC = {w.rpc: w for w in WIRE_TYPES}
 
 
 def wire_type(m: Message) -> WireType:

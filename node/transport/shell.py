@@ -13,7 +13,9 @@ Every peer message type is served and sent through the codec's registry
 (``codec.WIRE_TYPES``): a request/reply type maps onto one unary call (the initiator's ``Send``
 of a request becomes the call; the partner feeds the request to its core, and the reply
 ``Send`` it returns becomes the call's response); a one-way type is a call answered with an
-empty Ack. Event copies carry the sender's span context. Actions are carried out by
+empty Ack. With ``transport.mode: stream`` (:mod:`node.transport.streams`) every message travels
+one way instead, coalesced into the frames of one long-lived stream per link, with bounded
+queues whose overflow the core sees as failed sends. Event copies carry the sender's span context. Actions are carried out by
 :func:`node.interpret.interpret`, the simulator's interpreter too. Link emulation
 (:mod:`node.links`) delays or drops each message at send time.
 """
@@ -28,7 +30,7 @@ import random
 import secrets
 import socket
 import time
-from collections import Counter
+from collections import Counter, deque
 from pathlib import Path
 
 import grpc
@@ -42,6 +44,7 @@ from node.links import LinkModel, LinkRule
 
 from . import codec
 from .security import PEER_SERVICE, Credentials, aio_channel, control_roles, role_of
+from .streams import Link, Queued, TransportSettings, envelope, frame_messages
 from .telemetry import FLUSH_S, PeerTelemetry, context_bytes, remote_parent
 
 log = logging.getLogger("overlaylab.peer")
@@ -60,13 +63,26 @@ CHANNEL_OPTIONS = [
     ("grpc.max_reconnect_backoff_ms", 1000),
 ]
 
+INBOX_EVENTS = 4096
+"""transport.mode stream: event copies received and queued before the peer stops reading its links."""
+EVENTS_PER_TURN = 64
+"""Event copies handled before the event loop gets a turn (control messages, timers)."""
+SERVER_QUEUE_OPTIONS = [
+    # gRPC core cancels calls (CANCELLED) once more than 1,000 wait for the application, or 3,000
+    # at all: a burst of Publish calls or unary Forwards is then lost, though the peer would work
+    # through it in a second or two. The queue is bounded by the peer's own transport instead.
+    ("grpc.server.max_pending_requests", 1 << 20),
+    ("grpc.server.max_pending_requests_hard_limit", 1 << 20),
+]
+
 
 class PeerShell(control_pb2_grpc.ControlServicer):
     def __init__(self, node_id: int, protocol: str, params, seed: int, run_id: str,
                  trace_dir: Path | None, host: str = "127.0.0.1", state_path: Path | None = None, *,
                  advertise: str | None = None, otlp_endpoint: str | None = None,
                  refuse_before_join: bool = False, shared: dict | None = None,
-                 control_host: str = "127.0.0.1", credentials: Credentials | None = None) -> None:
+                 control_host: str = "127.0.0.1", credentials: Credentials | None = None,
+                 transport: TransportSettings | None = None) -> None:
         self.node_id = node_id
         self.protocol_name = protocol
         self.params = params
@@ -79,6 +95,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         another pod must reach it."""
         self.credentials = credentials
         """The run's peer certificate: mutual TLS on both listeners and every channel (None: plaintext)."""
+        self.transport = transport or TransportSettings()
         self.refuse_before_join = refuse_before_join
         """Answer peer traffic with UNAVAILABLE until ``Join``: a pod that Kubernetes restarts at
         once is still down for the plan until the controller joins it again."""
@@ -98,6 +115,10 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._calls: dict[tuple[str, str], grpc.aio.UnaryUnaryMultiCallable] = {}
         self._in_flight: Counter[str] = Counter()  # calls under way per address
+        self._streams: dict[str, Link] = {}  # transport.mode stream: one per address sent to
+        self._inbox: deque[codec.Incoming] = deque()  # ... and event copies received, not yet handled
+        self._draining: asyncio.Task | None = None
+        self._inbox_room = asyncio.Event()
         self._hosts: dict[str, str] = {}  # host name -> address, resolved once (see _resolve)
         self._reply_to: int | None = None  # while _execute runs: the node whose call is being served
         self._reply = None  # ... and the reply to it, which travels as the call's response
@@ -116,6 +137,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         raw = dict(request_deserializer=None, response_serializer=None)
         handlers = {w.rpc: grpc.unary_unary_rpc_method_handler(self._handler(w), **raw) for w in codec.WIRE_TYPES}
         handlers["Ping"] = grpc.unary_unary_rpc_method_handler(self._rpc_ping, **raw)
+        handlers["Stream"] = grpc.stream_unary_rpc_method_handler(self._rpc_stream, **raw)
         control = {m: grpc.unary_unary_rpc_method_handler(self._control_handler(m, getattr(self, m)), **raw)
                    for m in codec.CONTROL_REQUESTS}
         self.server, port = self._listen(SERVICE, handlers, self.host, port)
@@ -137,6 +159,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
     def _listen(self, service: str, handlers: dict, host: str, port: int) -> tuple[grpc.aio.Server, int]:
         server = grpc.aio.server(options=[
             ("grpc.max_receive_message_length", 4 * (codec.MAX_MESSAGE_BYTES + 1024)), ("grpc.so_reuseport", 0),
+            *SERVER_QUEUE_OPTIONS,
         ])
         server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(service, handlers)])
         if self.credentials is None:
@@ -154,6 +177,8 @@ class PeerShell(control_pb2_grpc.ControlServicer):
             h.cancel()
         for t in list(self._tasks):
             t.cancel()
+        for link in list(self._streams.values()):
+            await link.close()
         for server in (self.server, self.control_server):
             if server is not None:
                 await server.stop(grace=0.5)
@@ -181,6 +206,8 @@ class PeerShell(control_pb2_grpc.ControlServicer):
     def send(self, node: int, a: Send, span) -> None:
         if self._reply_to is not None and a.dst == self._reply_to and codec.is_reply(a.msg):
             self._reply = a.msg
+        elif self.transport.mode == "stream":
+            self._stream_send(a, span)
         else:
             self._spawn(self._send(a, span))
 
@@ -203,7 +230,8 @@ class PeerShell(control_pb2_grpc.ControlServicer):
     def _close_unlinked_channels(self) -> None:
         """Close the idle channels to peers that are no longer the core's neighbours."""
         linked = {d.addr for d in self.core.union().values()}
-        for addr in [a for a in self._channels if a not in linked and not self._in_flight[a]]:
+        busy = {a for a, link in self._streams.items() if not link.idle()}
+        for addr in [a for a in self._channels if a not in linked and not self._in_flight[a] and a not in busy]:
             self._close_channel(addr)
             self.stats["channels_closed"] += 1
 
@@ -236,6 +264,14 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         self._hosts[host] = f"[{ip}]" if ":" in ip else ip
 
     def _close_channel(self, addr: str) -> None:
+        link = self._streams.pop(addr, None)
+        if link is not None:
+            self._spawn(link.close())
+        self._forget_channel(addr)
+
+    def _forget_channel(self, addr: str) -> None:
+        """Drop the channel to ``addr`` (the next use opens a new one, looking the host up again)."""
+        self._hosts.pop(addr.rpartition(":")[0], None)
         channel = self._channels.pop(addr, None)
         for key in [k for k in self._calls if k[0] == addr]:
             del self._calls[key]
@@ -277,13 +313,105 @@ class PeerShell(control_pb2_grpc.ControlServicer):
             self.stats[SEND_FAILED] += 1
             log.debug("node %d: send to %d failed: %s %s", self.node_id, a.dst, e.code(), e.details())
             if e.code() == grpc.StatusCode.UNAVAILABLE:  # reconnect, looking the host up again
-                self._hosts.pop(a.addr.rpartition(":")[0], None)
                 self._close_channel(a.addr)
             self._execute(self.core.on_send_failed(a.dst, a.msg, self.now), span)
         except RemoteProtocolError as e:
             self._reject(a.dst, e)
         finally:
             self._in_flight[a.addr] -= 1
+
+    # --- transport.mode stream ------------------------------------------------------------------
+
+    def _stream_send(self, a: Send, span) -> None:
+        """Encode ``a`` now (its span context rides in the event), then queue it on its link
+        once the emulated delay has passed."""
+        event = isinstance(a.msg, EventMsg)
+        env = envelope(a.msg, self.node_id, context_bytes(span) if event else codec.NO_TRACE)
+        size = len(env.data)
+        count_sent(self.stats, a.msg, size if not event or self.links.bandwidth_kbps else 0)
+        delay = self.links.sample(self.node_id, a.dst, size, self.now)
+        if delay is None:
+            self.stats[DROPPED_BY_LINK] += 1
+            return
+        q = Queued(a.dst, a.msg, env, size, 0.0, span)
+        if delay:
+            asyncio.get_running_loop().call_later(delay, self._enqueue, a.addr, q)
+        else:
+            self._enqueue(a.addr, q)
+
+    def _enqueue(self, addr: str, q: Queued) -> None:
+        if self.core is None or self.server is None:
+            return  # stopped meanwhile
+        q.queued_at = self.now
+        link = self._streams.get(addr)
+        if link is None:
+            link = self._streams[addr] = Link(addr, lambda: self._open_stream(addr), self.transport,
+                                              self._stream_failed, lambda: self.now)
+        if not link.put(q):
+            self._stream_failed(addr, [q], "queue_full")
+
+    async def _open_stream(self, addr: str) -> grpc.aio.StreamUnaryCall:
+        if addr not in self._channels:
+            await self._resolve(addr)
+        return self._channel(addr).stream_unary(f"/{SERVICE}/Stream")()
+
+    def _stream_failed(self, addr: str, lost: list[Queued], why: str) -> None:
+        """Messages the link to ``addr`` could not write (``why``: queue_full, deadline, broken):
+        counted, and handed to the core as failed sends; a broken stream drops its channel."""
+        self.stats[SEND_FAILED] += len(lost)
+        self.stats[f"stream_{why}"] += len(lost)
+        if why == "broken":
+            self._forget_channel(addr)
+        for q in lost:
+            self._execute(self.core.on_send_failed(q.dst, q.msg, self.now), q.span)
+
+    async def _rpc_stream(self, frames, context: grpc.aio.ServicerContext) -> bytes:
+        """The receiving end of a link: every message of every frame to the core, in order within
+        its class; a bad frame or message is refused and counted, and the stream goes on.
+        Control messages are handled at once, event copies in their turn by ``_drain_events``:
+        a backlog of events never delays a gossip reply past its timeout. While the backlog is
+        over ``INBOX_EVENTS`` the stream is not read, so HTTP/2 flow control holds the senders."""
+        await self._authorize(context, PEER_SERVICE, "Stream")
+        await self._refuse_if_down(context)
+        async for data in frames:
+            try:
+                envelopes = frame_messages(data)
+            except RemoteProtocolError as e:
+                self._reject(context.peer(), e)
+                continue
+            for env in envelopes:
+                try:
+                    wire = codec.WIRE_BY_RPC.get(env.rpc)
+                    if wire is None:
+                        raise RemoteProtocolError(f"a frame with a message of unknown type {env.rpc[:64]!r}")
+                    incoming = codec.decode(wire, env.data)
+                except RemoteProtocolError as e:
+                    self._reject(context.peer(), e)
+                    continue
+                if isinstance(incoming.msg, EventMsg):
+                    self._inbox.append(incoming)
+                    if self._draining is None:
+                        self._draining = asyncio.get_running_loop().create_task(self._drain_events())
+                else:
+                    self._receive(incoming.src, incoming.msg, None)
+            if len(self._inbox) > INBOX_EVENTS:
+                self._inbox_room.clear()
+                await self._inbox_room.wait()
+        return b""
+
+    async def _drain_events(self) -> None:
+        """Hand queued event copies to the core, yielding to the loop every ``EVENTS_PER_TURN``."""
+        try:
+            while self._inbox:
+                for _ in range(min(EVENTS_PER_TURN, len(self._inbox))):
+                    incoming = self._inbox.popleft()
+                    self._receive(incoming.src, incoming.msg, remote_parent(*incoming.trace))
+                if len(self._inbox) <= INBOX_EVENTS:
+                    self._inbox_room.set()
+                await asyncio.sleep(0)
+        finally:
+            self._draining = None
+            self._inbox_room.set()
 
     def _receive(self, src: int, msg, parent, reply_to: int | None = None):
         try:

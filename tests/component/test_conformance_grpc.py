@@ -2,7 +2,7 @@
 protocol module delivers every event on 16 real peers as in the simulator (the real peers' Spark
 summary agrees with the plain-Python crosscheck, which scores the simulated run), and a running peer of every
 registered protocol rejects, counts and survives malformed bytes of every message type of the
-Peer service."""
+Peer service, as unary calls and inside the frames of a link stream."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pydantic import TypeAdapter
 
 from analysis.crosscheck import compare, compute
 from controller.cli import main
-from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc
+from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc, peer_pb2
 from node.core import protocol_config_class, protocol_names
 from node.transport import codec
 from node.transport.shell import SERVICE, PeerShell
@@ -26,11 +26,12 @@ from tests.helpers import conformance_experiment, one_per_module
 PROTOCOLS = protocol_names()
 
 
-@pytest.mark.parametrize("name", one_per_module(PROTOCOLS))
-def test_sim_and_local_both_deliver_every_event(name, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize(("name", "transport"), [(n, "unary") for n in one_per_module(PROTOCOLS)]
+                         + [("poldercast", "stream")])  # three layers of exchanges over streamed links
+def test_sim_and_local_both_deliver_every_event(name, transport, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("OVERLAYLAB_PROTOCOLS", PLUGIN_ENV["OVERLAYLAB_PROTOCOLS"])  # for the peer processes
     path = tmp_path / "exp.yaml"
-    path.write_text(yaml.safe_dump(conformance_experiment(name)))
+    path.write_text(yaml.safe_dump({**conformance_experiment(name), "transport": {"mode": transport}}))
     summaries = {}
     for backend in ("sim", "local"):
         out = tmp_path / backend
@@ -83,6 +84,35 @@ async def _malformed(name: str, tmp_path) -> None:
             assert reply.event_id == f"0-{shell.core.incarnation}-1"  # still a working peer
     finally:
         await shell.stop()
+
+
+async def _malformed_frames(tmp_path) -> None:
+    shell = PeerShell(0, "gossip", TypeAdapter(protocol_config_class("gossip")).validate_python({}), 1, "t", tmp_path)
+    port = await shell.start()
+    bad = [b"\xff\xff\xff\xff"]  # not a frame
+    bad += [peer_pb2.Frame(messages=[peer_pb2.Envelope(rpc=w.rpc, data=d)]).SerializeToString()
+            for w in codec.WIRE_TYPES for d in GARBAGE[:3]]  # a bad message of each type
+    bad.append(peer_pb2.Frame(messages=[peer_pb2.Envelope(rpc="Nope", data=b"")]).SerializeToString())
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch, \
+                grpc.aio.insecure_channel(f"127.0.0.1:{shell.control_port}") as control:
+            ctl = control_pb2_grpc.ControlStub(control)
+            await ctl.Join(control_pb2.JoinRequest(topics=["a"]), timeout=5)
+            call = ch.stream_unary(f"/{SERVICE}/Stream")()
+            for data in bad:  # one stream: each bad frame or message is refused and the stream goes on
+                await call.write(data)
+            await call.done_writing()
+            assert await call == b""
+            stats = await ctl.GetStats(control_pb2.Empty(), timeout=5)
+            assert stats.counters["malformed"] == len(bad)
+            reply = await ctl.Publish(control_pb2.PublishRequest(topic="a", payload=b"p"), timeout=5)
+            assert reply.event_id == f"0-{shell.core.incarnation}-1"
+    finally:
+        await shell.stop()
+
+
+def test_malformed_frames_and_messages_on_a_link_stream_are_rejected_counted_and_survived(tmp_path):
+    asyncio.run(_malformed_frames(tmp_path))
 
 
 @pytest.mark.parametrize("name", PROTOCOLS)

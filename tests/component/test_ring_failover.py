@@ -1,22 +1,25 @@
-"""PolderCast's ring_failover over real gRPC: a Forward to a crashed ring successor fails, the
-peer counts it and sends the event to the next successor instead."""
+"""PolderCast's ring_failover over real gRPC: a Forward to a crashed ring successor fails (a unary
+call, or the write to a link stream), the peer counts it and sends the event to the next
+successor instead."""
 
 import asyncio
 
 import grpc
+import pytest
 
 from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc
 from node.core.cyclon import CyclonConfig
 from node.core.poldercast import PolderCastConfig
 from node.core.types import Descriptor
 from node.transport.shell import PeerShell
+from node.transport.streams import TransportSettings
 
 NEVER_MS = 1e9  # no gossip tick during the test: the ring is set by hand
 
 
-async def _scenario(tmp_path):
+async def _scenario(tmp_path, mode):
     cfg = PolderCastConfig(cyclon=CyclonConfig(cycle_ms=NEVER_MS), cycle_ms=NEVER_MS, ring_failover=True)
-    shells = [PeerShell(i, "poldercast", cfg, 1, "t", tmp_path) for i in range(3)]
+    shells = [PeerShell(i, "poldercast", cfg, 1, "t", tmp_path, transport=TransportSettings(mode=mode)) for i in range(3)]
     for s in shells:
         await s.start()
     try:
@@ -43,5 +46,6 @@ async def _scenario(tmp_path):
             await s.stop()
 
 
-def test_failed_forward_goes_to_the_next_ring_neighbour(tmp_path):
-    asyncio.run(_scenario(tmp_path))
+@pytest.mark.parametrize("mode", ["unary", "stream"])
+def test_failed_forward_goes_to_the_next_ring_neighbour(tmp_path, mode):
+    asyncio.run(_scenario(tmp_path, mode))

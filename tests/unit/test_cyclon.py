@@ -93,3 +93,18 @@ def test_validate_catches_a_self_entry():
 def test_bad_config_is_rejected():
     with pytest.raises(ValueError):
         CyclonConfig(view_size=4, shuffle_length=5)
+
+
+@pytest.mark.parametrize("refill", [True, False])
+def test_a_view_whose_every_exchange_fails_is_refilled_and_never_silent_for_good(refill):
+    cfg = CyclonConfig(view_size=4, shuffle_length=2, refill=refill)
+    p = cyclon(d(0), cfg, random.Random(1))
+    p.bootstrap([d(1), d(2), d(3)])
+    partners = []
+    for cycle in range(12):  # no reply ever comes (every send fails or times out)
+        requests = [a for a in p.exchange(float(cycle)) if isinstance(a, Send)]
+        partners += [r.dst for r in requests]
+    if refill:  # one request a cycle, to the contacts again once the view ran dry
+        assert len(partners) == 12 and set(partners) == {1, 2, 3}
+    else:  # the paper's rule: three failed partners and the node is silent for good
+        assert len(partners) == 3 and not p.view

@@ -86,6 +86,20 @@ class Ack(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class Envelope(_message.Message):
+    __slots__ = ("rpc", "data")
+    RPC_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    rpc: str
+    data: bytes
+    def __init__(self, rpc: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class Frame(_message.Message):
+    __slots__ = ("messages",)
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[Envelope]
+    def __init__(self, messages: _Optional[_Iterable[_Union[Envelope, _Mapping]]] = ...) -> None: ...
+
 class Probe(_message.Message):
     __slots__ = ("seq",)
     SEQ_FIELD_NUMBER: _ClassVar[int]

@@ -49,6 +49,11 @@ class PeerStub:
                 request_serializer=overlaylab_dot_v1_dot_peer__pb2.SignalMessage.SerializeToString,
                 response_deserializer=overlaylab_dot_v1_dot_peer__pb2.Ack.FromString,
                 _registered_method=True)
+        self.Stream = channel.stream_unary(
+                '/overlaylab.v1.Peer/Stream',
+                request_serializer=overlaylab_dot_v1_dot_peer__pb2.Frame.SerializeToString,
+                response_deserializer=overlaylab_dot_v1_dot_peer__pb2.Ack.FromString,
+                _registered_method=True)
         self.Ping = channel.unary_unary(
                 '/overlaylab.v1.Peer/Ping',
                 request_serializer=overlaylab_dot_v1_dot_peer__pb2.Probe.SerializeToString,
@@ -80,6 +85,14 @@ class PeerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Stream(self, request_iterator, context):
+        """A link as one long-lived stream of frames (transport.mode: stream): every message type,
+        replies to exchanges included, travels one way; the response ends the stream.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Ping(self, request, context):
         """Link fidelity probe (sent through the link emulation like any message).
         """
@@ -103,6 +116,11 @@ def add_PeerServicer_to_server(servicer, server):
             'Signal': grpc.unary_unary_rpc_method_handler(
                     servicer.Signal,
                     request_deserializer=overlaylab_dot_v1_dot_peer__pb2.SignalMessage.FromString,
+                    response_serializer=overlaylab_dot_v1_dot_peer__pb2.Ack.SerializeToString,
+            ),
+            'Stream': grpc.stream_unary_rpc_method_handler(
+                    servicer.Stream,
+                    request_deserializer=overlaylab_dot_v1_dot_peer__pb2.Frame.FromString,
                     response_serializer=overlaylab_dot_v1_dot_peer__pb2.Ack.SerializeToString,
             ),
             'Ping': grpc.unary_unary_rpc_method_handler(
@@ -191,6 +209,33 @@ class Peer:
             target,
             '/overlaylab.v1.Peer/Signal',
             overlaylab_dot_v1_dot_peer__pb2.SignalMessage.SerializeToString,
+            overlaylab_dot_v1_dot_peer__pb2.Ack.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Stream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/overlaylab.v1.Peer/Stream',
+            overlaylab_dot_v1_dot_peer__pb2.Frame.SerializeToString,
             overlaylab_dot_v1_dot_peer__pb2.Ack.FromString,
             options,
             channel_credentials,

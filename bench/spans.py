@@ -1,0 +1,98 @@
+"""`make bench-spans`: CPU per received-copy span, as the peers made and wrote them before
+(``sdk``: the SDK tracer's ``start_span``/``end``, the upstream ``FileSpanExporter``) against
+now (``direct``: ``PeerTelemetry.span`` builds the finished span, ``SpanFileExporter`` writes
+it), side by side in one run, written to bench/results/spans.json.
+
+Both record the same span (a ``receive`` with the shell's attributes, a remote parent) through
+the same batch processor; the figure is the process's CPU (every thread: the batch
+processor encodes and writes in its own) from the first span to the end of the flush, per span.
+Each side runs ``REPEAT`` times, alternating; the best of each is kept. The two paths write the
+same OTLP JSON but for span ids and times (checked here too).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+
+from node.core.types import EventMsg
+from node.interpret import SpanRecord
+from node.transport.shell import span_attributes
+from node.transport.telemetry import PeerTelemetry, remote_parent
+
+RESULTS = Path(__file__).resolve().parent / "results"
+N, REPEAT = 20_000, 3
+
+
+def sdk_span(t: PeerTelemetry, tracer, name, parent, attributes) -> None:
+    """The SDK's path (what the peers did before): start_span and end through the tracer."""
+    ctx = trace.set_span_in_context(trace.NonRecordingSpan(parent)) if parent else None
+    tracer.start_span(name, context=ctx, attributes=attributes).end()
+    t.ended += 1
+
+
+def measure(path: str) -> dict:
+    with tempfile.TemporaryDirectory() as d:
+        t = PeerTelemetry("bench", 1, "gossip", Path(d))
+        if path == "sdk":
+            t.exporter.inner.shutdown()
+            t.exporter.inner = FileSpanExporter(Path(d) / "node-1.jsonl")
+        tracer = t.provider.get_tracer("overlaylab.node")
+        event = EventMsg("1-abcd-1", "t1", b"x" * 64, 1, 3)
+        parent = remote_parent(b"\x01" * 16, b"\x02" * 8)
+        c0 = time.process_time()
+        for _ in range(N):
+            attrs = span_attributes(SpanRecord("receive", event, 2, 1, True, True))
+            if path == "sdk":
+                sdk_span(t, tracer, "receive", parent, attrs)
+            else:
+                t.span("receive", parent, attrs)
+        dropped = t.flush()
+        c1 = time.process_time()
+        size = (Path(d) / "node-1.jsonl").stat().st_size
+        lines = (Path(d) / "node-1.jsonl").read_text().splitlines()
+        t.shutdown()
+    first = json.loads(lines[0])["resourceSpans"][0]
+    span = first["scopeSpans"][0]["spans"][0]
+    shape = {"resource": first["resource"], "scope": first["scopeSpans"][0]["scope"],
+             "span": {k: v for k, v in span.items() if k not in ("spanId", "startTimeUnixNano", "endTimeUnixNano")}}
+    return {"cpu_us": 1e6 * (c1 - c0) / N, "bytes_per_span": size / N, "dropped": dropped, "shape": shape}
+
+
+def main() -> None:
+    runs: dict[str, list[dict]] = {"sdk": [], "direct": []}
+    for _ in range(REPEAT):
+        for path in runs:
+            runs[path].append(measure(path))
+    best = {p: min(rs, key=lambda r: r["cpu_us"]) for p, rs in runs.items()}
+    same = best["sdk"]["shape"] == best["direct"]["shape"]
+    result = {p: {k: round(v, 2) if isinstance(v, float) else v for k, v in r.items() if k != "shape"}
+              for p, r in best.items()}
+    record = {
+        "benchmark": "spans",
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "spans": N, "repeat": REPEAT,
+        "per_span": result,
+        "cpu_sdk_over_direct": round(best["sdk"]["cpu_us"] / best["direct"]["cpu_us"], 2),
+        "same_otlp_output_but_ids_and_times": same,
+    }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "spans.json").write_text(json.dumps(record, indent=2) + "\n")
+    print(json.dumps(record, indent=2))
+    if not same:
+        raise SystemExit("the two paths wrote different spans")
+
+
+if __name__ == "__main__":
+    main()

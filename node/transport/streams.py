@@ -1,0 +1,196 @@
+"""Links as long-lived gRPC streams (``transport.mode: stream``).
+
+Theory of operation
+
+A peer keeps one ``Link`` per destination address it sends to: two bounded queues (control:
+gossip, replies and signals; events) and one task that writes them, as ``Frame``\\ s, into one
+client stream (the Peer service's ``Stream`` call) to that address. The task takes control
+messages before events, so event traffic never starves the overlay, and coalesces what is
+queued into one frame: it waits up to ``coalesce_window_ms`` after the first message for more,
+up to ``coalesce_max_bytes`` a frame. A replaced unary call per message costs a task, a call
+and an HTTP/2 stream each; a frame costs one write.
+
+Backpressure is a failed send, never an unbounded queue: a message that finds its queue full
+(``queue_messages``), or waits longer than ``deadline_ms`` (queued, or in a write the receiver's
+flow control holds up), is handed back to the core's ``on_send_failed`` as the unary path hands
+back a call that failed; so is everything queued or in flight when the stream breaks (the
+receiver crashed, or refused the stream). The next message opens a new stream. Exchanges work
+one way: the partner's reply is an ordinary message on its own link back, matched to the
+request by the core (``PendingReplies``), which also times out a reply that never comes.
+
+Link emulation stays per message and happens before queueing (the shell samples each message's
+delay or loss and enqueues it when the delay has passed), so delay, jitter, loss, bandwidth and
+partitions mean what they mean for the unary transport.
+
+Choices (not from a paper; named settings of the experiment file's ``transport`` section):
+``queue_messages``, ``coalesce_window_ms``, ``coalesce_max_bytes``, ``deadline_ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import grpc
+
+from node._gen.overlaylab.v1 import peer_pb2
+from node.core.types import EventMsg, Message
+
+from . import codec
+
+log = logging.getLogger("overlaylab.peer")
+
+
+@dataclass
+class TransportSettings:
+    mode: Literal["unary", "stream"] = "unary"
+    """unary: one gRPC call per message (a reply travels as the call's response); stream: one
+    long-lived stream per link carrying every message type one way, coalesced into frames."""
+    queue_messages: int = 4096
+    """stream: messages one link queues per class (control, events) before a send fails."""
+    coalesce_window_ms: float = 1.0
+    """stream: how long a link waits after its first queued message for more to share a frame."""
+    coalesce_max_bytes: int = 256 << 10
+    """stream: largest frame (a single larger message travels alone)."""
+    deadline_ms: float = 5000.0
+    """stream: a message not written within this long of its send fails (queue wait included)."""
+
+    __pydantic_config__ = {"extra": "forbid"}
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("unary", "stream"):
+            raise ValueError(f"transport.mode must be unary or stream, not {self.mode!r}")
+        if self.queue_messages < 1:
+            raise ValueError("transport.queue_messages must be at least 1")
+        if not 0 <= self.coalesce_window_ms <= 1000:
+            raise ValueError("transport.coalesce_window_ms must be in [0, 1000]")
+        if not 1024 <= self.coalesce_max_bytes <= codec.MAX_MESSAGE_BYTES:
+            raise ValueError(f"transport.coalesce_max_bytes must be in [1024, {codec.MAX_MESSAGE_BYTES}]")
+        if self.deadline_ms <= 0:
+            raise ValueError("transport.deadline_ms must be positive")
+
+
+@dataclass(slots=True)
+class Queued:
+    dst: int
+    msg: Message
+    envelope: peer_pb2.Envelope
+    size: int
+    queued_at: float
+    span: object
+
+
+Failed = Callable[[str, list[Queued], str], None]
+"""(address, messages, reason): hands messages that could not be written back to the core."""
+
+_FRAME_OVERHEAD = 8  # bytes of framing per envelope, at most (tag + length of the message field)
+
+
+class Link:
+    """The stream to one address and its two queues."""
+
+    def __init__(self, addr: str, opener: Callable[[], Awaitable[grpc.aio.StreamUnaryCall]], settings: TransportSettings,
+                 failed: Failed, clock: Callable[[], float]) -> None:
+        self.addr, self.open, self.settings, self.failed, self.clock = addr, opener, settings, failed, clock
+        self.control: deque[Queued] = deque()
+        self.events: deque[Queued] = deque()
+        self.ready = asyncio.Event()
+        self.call: grpc.aio.StreamUnaryCall | None = None
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    def put(self, q: Queued) -> bool:
+        """Queue ``q``; False when its queue is full (the caller fails the send)."""
+        queue = self.events if isinstance(q.msg, EventMsg) else self.control
+        if len(queue) >= self.settings.queue_messages:
+            return False
+        queue.append(q)
+        self.ready.set()
+        return True
+
+    def idle(self) -> bool:
+        return not self.control and not self.events
+
+    def _take(self) -> list[Queued]:
+        """The next frame's messages: control first, then events, up to the size limit; those
+        past their deadline fail instead."""
+        limit, deadline = self.settings.coalesce_max_bytes, self.settings.deadline_ms / 1000.0
+        now, taken, size, expired = self.clock(), [], 0, []
+        for queue in (self.control, self.events):
+            while queue and (not taken or size + queue[0].size + _FRAME_OVERHEAD <= limit):
+                q = queue.popleft()
+                if now - q.queued_at > deadline:
+                    expired.append(q)
+                    continue
+                taken.append(q)
+                size += q.size + _FRAME_OVERHEAD
+        if expired:
+            self.failed(self.addr, expired, "deadline")
+        return taken
+
+    async def _run(self) -> None:
+        window = self.settings.coalesce_window_ms / 1000.0
+        while True:
+            await self.ready.wait()
+            if window:
+                await asyncio.sleep(window)
+            try:
+                batch = self._take()
+                if self.idle():
+                    self.ready.clear()
+                if batch:
+                    await self._write(batch)
+            except Exception:  # a core's failure handling raised: logged, and the link goes on
+                log.exception("link to %s", self.addr)
+
+    async def _write(self, batch: list[Queued]) -> None:
+        frame = peer_pb2.Frame(messages=[q.envelope for q in batch]).SerializeToString()
+        deadline = self.settings.deadline_ms / 1000.0 - (self.clock() - min(q.queued_at for q in batch))
+        try:
+            if self.call is None or self.call.done():  # first use, or the receiver ended the last stream
+                self.call = await self.open()
+            await asyncio.wait_for(self.call.write(frame), max(deadline, 0.001))
+        except TimeoutError:  # the receiver's flow control held the write past the deadline
+            self._fail_all(batch, "deadline")
+        except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError) as e:
+            log.debug("stream to %s broke: %r", self.addr, e)
+            self._fail_all(batch, "broken")
+
+    def _fail_all(self, batch: list[Queued], why: str) -> None:
+        """Abandon the stream (a new one opens for the next message) and fail ``batch`` and
+        everything queued, before the core sees them: it may send again at once."""
+        self._break()
+        lost = [*batch, *self.control, *self.events]
+        self.control.clear()
+        self.events.clear()
+        self.failed(self.addr, lost, why)
+
+    def _break(self) -> None:
+        if self.call is not None:
+            self.call.cancel()
+            self.call = None
+
+    async def close(self) -> None:
+        self.task.cancel()
+        try:
+            await self.task
+        except asyncio.CancelledError:
+            pass
+        if self.call is not None:
+            try:
+                await self.call.done_writing()
+            except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
+                pass
+            self._break()
+
+
+def envelope(msg: Message, sender: int, trace: codec.TraceIds) -> peer_pb2.Envelope:
+    return peer_pb2.Envelope(rpc=codec.wire_type(msg).rpc, data=codec.encode(msg, sender, trace))
+
+
+def frame_messages(data: bytes) -> list[peer_pb2.Envelope]:
+    """The envelopes of a received frame; RemoteProtocolError for a frame a peer must refuse."""
+    return list(codec.parse(peer_pb2.Frame, data).messages)

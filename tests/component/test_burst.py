@@ -1,0 +1,89 @@
+"""A publication burst on real gRPC peers over streamed links (transport.mode stream): 2,000
+publishes offered at 400/s into one peer of 8 flooding peers hosted in this one process (one
+event loop, as with nodes.peers_per_process: 8). Over the complete graph (static_gossip, every
+peer floods to its 7 neighbours: 112,000 copies) every subscriber receives at least 99.9% of the
+events; over CYCLON (gossip, CYCLON at its defaults) no view is empty afterwards.
+
+Measured with this harness (the closing note of the transport issue): streams deliver 2,000 of
+2,000 events to every peer in both setups; the unary transport 1,124 of 2,000 (complete graph,
+19,246 failed sends) and 1,520-1,751 (CYCLON). Before the raised gRPC pending-call limit and
+CYCLON's refill, the unary transport delivered 12-24% and left every CYCLON view empty."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import grpc
+import pytest
+
+from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc
+from node.core.cyclon import CyclonConfig
+from node.core.gossip import GossipConfig
+from node.core.static_gossip import StaticGossipConfig
+from node.transport import codec
+from node.transport.shell import PeerShell
+from node.transport.streams import TransportSettings
+
+PEERS, EVENTS, RATE = 8, 2000, 400.0
+
+
+async def burst(tmp_path, mode: str, protocol: str = "gossip", events: int = EVENTS, rate: float = RATE) -> dict:
+    """Publish ``events`` at ``rate`` into peer 0 of 8 flooding peers in this process: ``gossip``
+    over CYCLON (3 contacts each), or ``static_gossip`` over the complete graph; the offered
+    time, each receiver's first copies, and whether every view stayed non-empty."""
+    cfg = GossipConfig(cyclon=CyclonConfig(view_size=20, shuffle_length=10, cycle_ms=1000, timeout_ms=500)) \
+        if protocol == "gossip" else StaticGossipConfig(gamma=1.0)
+    transport = TransportSettings(mode=mode)
+    shells = [PeerShell(i, protocol, cfg, 1, "t", tmp_path, transport=transport) for i in range(PEERS)]
+    layer = "cyclon" if protocol == "gossip" else "static"
+    contacts_per_peer = 3 if protocol == "gossip" else PEERS - 1
+    for s in shells:
+        await s.start()
+    channels = [grpc.aio.insecure_channel(f"127.0.0.1:{s.control_port}") for s in shells]
+    control = [control_pb2_grpc.ControlStub(ch) for ch in channels]
+    try:
+        for i, ctl in enumerate(control):
+            contacts = [codec.descriptor_to_pb(shells[j].core.me) for j in range(PEERS) if j != i][:contacts_per_peer]
+            await ctl.Join(control_pb2.JoinRequest(topics=["a"], contacts=contacts), timeout=5)
+        await asyncio.sleep(2.0)  # two CYCLON cycles
+        start = time.monotonic()
+        calls = []
+        for k in range(events):
+            await asyncio.sleep(max(0.0, start + k / rate - time.monotonic()))
+            calls.append(asyncio.ensure_future(control[0].Publish(control_pb2.PublishRequest(topic="a", payload=b"x" * 64),
+                                                                  timeout=60)))
+        offered_s = time.monotonic() - start
+        results = await asyncio.gather(*calls, return_exceptions=True)
+        published = sum(not isinstance(r, Exception) for r in results)
+        for _ in range(300):  # until every receiver has a first copy of every event (or 30 s)
+            if min(len(s.core.seen) for s in shells[1:]) >= published:
+                break
+            await asyncio.sleep(0.1)
+        views_ok = True
+        for _ in range(6):  # views over the next 3 s (three CYCLON cycles)
+            views_ok &= all(s.core.view(layer) for s in shells)
+            await asyncio.sleep(0.5)
+        return {"offered_s": offered_s, "published": published, "first_copies": [len(s.core.seen) for s in shells[1:]],
+                "views_ok": views_ok, "send_failed": sum(s.stats["send_failed"] for s in shells)}
+    finally:
+        for ch in channels:
+            await ch.close()
+        for s in shells:
+            await s.stop()
+
+
+@pytest.mark.component
+def test_a_burst_into_one_peer_reaches_every_subscriber(tmp_path):
+    r = asyncio.run(burst(tmp_path, "stream", "static_gossip"))
+    assert r["offered_s"] < EVENTS / RATE * 1.5, r  # the burst was offered at (about) its rate
+    assert r["published"] == EVENTS and min(r["first_copies"]) >= 0.999 * EVENTS, r
+
+
+@pytest.mark.component
+def test_a_burst_over_cyclon_leaves_no_view_empty(tmp_path):
+    r = asyncio.run(burst(tmp_path, "stream", "gossip"))
+    assert r["views_ok"] and r["published"] == EVENTS, r
+    # CYCLON's own view changes (a partner leaves the view until its descriptor comes back)
+    # can leave a node out of every view for a moment, even unloaded: a few events in some runs.
+    assert min(r["first_copies"]) >= 0.99 * EVENTS, r
