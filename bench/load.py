@@ -23,7 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 RATES = [5, 10, 20, 40, 80, 160]
-OVERRIDES = ["protocol.params.gamma=1.0", "protocol.params.cyclon.view_size=8", "protocol.params.cyclon.shuffle_length=4",
+OVERRIDES = ["protocol={name: gossip, params: {gamma: 1.0, cyclon: {view_size: 8, shuffle_length: 4, cycle_ms: 1000, "
+             "timeout_ms: 500}}}",
              "workload.topics=8", "workload.subscriptions={min: 2, max: 2}", "publications.locust_users=10",
              "phases.warmup_s=8", "phases.drain_s=5"]
 

@@ -15,13 +15,15 @@ from node.core.types import Descriptor
 from node.transport import codec
 from node.transport.security import Credentials, aio_channel, make_pki
 from node.transport.shell import CONTROL_SERVICE, SERVICE, PeerShell
+from node.transport.streams import TransportSettings
 
 EMPTY = control_pb2.Empty()
 
 
-async def start(tmp_path: Path, n: int = 2, pki: Path | None = None) -> list[PeerShell]:
+async def start(tmp_path: Path, n: int = 2, pki: Path | None = None, mode: str = "unary") -> list[PeerShell]:
     creds = Credentials.load(pki, "peer") if pki else None
-    shells = [PeerShell(i, "gossip", GossipConfig(), 1, "t", tmp_path / "traces", credentials=creds) for i in range(n)]
+    shells = [PeerShell(i, "gossip", GossipConfig(), 1, "t", tmp_path / "traces", credentials=creds,
+                        transport=TransportSettings(mode=mode)) for i in range(n)]
     for s in shells:
         await s.start()
     return shells
@@ -164,9 +166,9 @@ def listening_address(port: int) -> str:
     raise AssertionError(f"nothing listens on {port}")
 
 
-async def _mtls(tmp_path):
+async def _mtls(tmp_path, mode):
     pki, foreign = make_pki(tmp_path / "pki"), make_pki(tmp_path / "foreign")
-    shells = await start(tmp_path, pki=pki)
+    shells = await start(tmp_path, pki=pki, mode=mode)
     creds = {role: Credentials.load(pki, role) for role in ("peer", "controller", "loadgen")}
     control_addr = f"127.0.0.1:{shells[0].control_port}"
     try:
@@ -208,7 +210,14 @@ async def _mtls(tmp_path):
                 with pytest.raises(grpc.aio.AioRpcError) as err:
                     await ch.unary_unary(f"/{service}/{method}")(data, timeout=5)
                 assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED, (role, method)
-        assert shells[0].stats["unauthorized"] == len(denied) and shells[0].core.topics == frozenset()
+        async with aio_channel(shells[0].addr, creds["loadgen"]) as ch:  # a link stream, as a non-peer
+            call = ch.stream_unary(f"/{SERVICE}/Stream")()
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await call.write(b"")
+                await call.done_writing()
+                await call
+            assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert shells[0].stats["unauthorized"] == len(denied) + 1 and shells[0].core.topics == frozenset()
 
         # The roles that may: the controller drives, Locust publishes, peers gossip over mTLS.
         async with aio_channel(control_addr, creds["controller"]) as c0, \
@@ -225,5 +234,6 @@ async def _mtls(tmp_path):
         await stop(shells)
 
 
-def test_mutual_tls_refuses_strangers_and_roles_out_of_place(tmp_path):
-    asyncio.run(_mtls(tmp_path))
+@pytest.mark.parametrize("mode", ["unary", "stream"])
+def test_mutual_tls_refuses_strangers_and_roles_out_of_place(tmp_path, mode):
+    asyncio.run(_mtls(tmp_path, mode))

@@ -1,0 +1,101 @@
+"""`make bench-peers`: many local peers on this machine, memory per peer, written to
+bench/results/peers.json.
+
+Runs the quickstart plan (experiments/quickstart.yaml) on the local backend with streamed
+links at each (peers, peers per process) case, samples the resident memory of every peer
+process once a second (psutil, the process tree under the controller), and records the peak of
+their sum, that peak per peer, and the run's hit ratio and spans dropped. The drain is long
+enough for the whole flood to arrive: the quickstart floods (gamma 1), so 1,000 peers carry
+about 8,000 copies per event.
+
+    python bench/peers.py [--cases 1000:125 100:4] [--drain 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run import RESULTS, ROOT, header
+
+EXPERIMENT = "experiments/quickstart.yaml"
+
+
+def peer_rss(root: psutil.Process) -> tuple[int, int]:
+    """Resident bytes and count of the peer processes (``python -m node``) under ``root``."""
+    total = count = 0
+    for p in root.children(recursive=True):
+        try:
+            if "node" in p.cmdline() and "--config" in p.cmdline():
+                total += p.memory_info().rss
+                count += 1
+        except psutil.Error:
+            pass
+    return total, count
+
+
+def case(peers: int, per_process: int, drain_s: float, out: Path) -> dict:
+    cmd = [sys.executable, "-m", "controller.cli", "run", EXPERIMENT, "--out", str(out),
+           "--set", f"nodes.count={peers}", "--set", f"nodes.peers_per_process={per_process}",
+           "--set", "transport.mode=stream", "--set", f"phases.drain_s={drain_s}"]
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    peak = {"bytes": 0, "processes": 0}
+
+    def sample() -> None:
+        root = psutil.Process(proc.pid)
+        while proc.poll() is None:
+            total, count = peer_rss(root)
+            if total > peak["bytes"]:
+                peak.update(bytes=total, processes=count)
+            time.sleep(1.0)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    _, err = proc.communicate()
+    sampler.join()
+    if proc.returncode != 0:
+        raise SystemExit(f"{peers} peers: run failed:\n{err[-2000:]}")
+    [run_dir] = [p for p in out.iterdir() if p.is_dir()]
+    s = json.loads((run_dir / "summary.json").read_text())
+    return {
+        "peers": peers, "peers_per_process": per_process, "drain_s": drain_s,
+        "wall_s": round(time.perf_counter() - start, 1), "events": s["events"], "hit_ratio": s["hit_ratio"],
+        "spans_received": s["spans"]["receive"], "spans_dropped": s["spans"]["dropped"],
+        "send_failed": s["errors"]["send_failed"], "peer_processes": peak["processes"],
+        "peak_peer_rss_mib": round(peak["bytes"] / 2**20, 1),
+        "peak_rss_per_peer_mib": round(peak["bytes"] / 2**20 / peers, 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cases", nargs="+", default=["1000:125", "100:4"], help="PEERS:PEERS_PER_PROCESS")
+    parser.add_argument("--drain", type=float, default=60.0)
+    args = parser.parse_args()
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for k, spec in enumerate(args.cases):
+            peers, per_process = (int(x) for x in spec.split(":"))
+            out = Path(tmp) / str(k)
+            out.mkdir()
+            r = case(peers, per_process, args.drain, out)
+            results.append(r)
+            print(json.dumps(r), flush=True)
+    record = {**header("peers", f"{EXPERIMENT} --set nodes.count=N --set nodes.peers_per_process=P "
+                                 f"--set transport.mode=stream --set phases.drain_s={args.drain}"), "cases": results}
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "peers.json").write_text(json.dumps(record, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
