@@ -15,8 +15,9 @@ of a request becomes the call; the partner feeds the request to its core, and th
 ``Send`` it returns becomes the call's response); a one-way type is a call answered with an
 empty Ack. With ``transport.mode: stream`` (:mod:`node.transport.streams`) every message travels
 one way instead, coalesced into the frames of one long-lived stream per link, with bounded
-queues whose overflow the core sees as failed sends. Event copies carry the sender's span context. Actions are carried out by
-:func:`node.interpret.interpret`, the simulator's interpreter too. Link emulation
+queues whose overflow the core sees as failed sends. Event copies carry the sender's span
+context. Actions are carried out by :func:`node.interpret.interpret`, the simulator's
+interpreter too. Link emulation
 (:mod:`node.links`) delays or drops each message at send time.
 """
 
@@ -119,6 +120,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         self._inbox: deque[codec.Incoming] = deque()  # ... and event copies received, not yet handled
         self._draining: asyncio.Task | None = None
         self._inbox_room = asyncio.Event()
+        self._stopping = False
         self._hosts: dict[str, str] = {}  # host name -> address, resolved once (see _resolve)
         self._reply_to: int | None = None  # while _execute runs: the node whose call is being served
         self._reply = None  # ... and the reply to it, which travels as the call's response
@@ -173,6 +175,9 @@ class PeerShell(control_pb2_grpc.ControlServicer):
             os.replace(tmp, self.state_path)
 
     async def stop(self) -> None:
+        self._stopping = True
+        if self._draining is not None:
+            self._draining.cancel()
         for h in self._timers.values():
             h.cancel()
         for t in list(self._tasks):
@@ -340,8 +345,8 @@ class PeerShell(control_pb2_grpc.ControlServicer):
             self._enqueue(a.addr, q)
 
     def _enqueue(self, addr: str, q: Queued) -> None:
-        if self.core is None or self.server is None:
-            return  # stopped meanwhile
+        if self._stopping:
+            return
         q.queued_at = self.now
         link = self._streams.get(addr)
         if link is None:
