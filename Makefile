@@ -19,7 +19,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 EXPERIMENT ?= experiments/quickstart.yaml
 BACKEND ?= local
 
-.PHONY: setup run test lint test-unit test-component proto proto-check bench bench-sim bench-load bench-spans bench-poldercast bench-spark bench-identity clean \
+.PHONY: setup run test lint test-unit test-component proto proto-check bench bench-sim bench-load bench-spans bench-peers bench-poldercast bench-spark bench-identity clean \
 	chart-schema chart-render chart-check image test-image \
 	cluster-build cluster-images cluster-up cluster-down test-cluster bench-cluster
 
@@ -131,7 +131,7 @@ test-cluster: setup $(HELM) cluster-up
 bench-cluster: setup
 	$(PY) bench/cluster.py
 
-bench: bench-sim bench-load bench-spans bench-poldercast bench-spark
+bench: bench-sim bench-load bench-spans bench-peers bench-poldercast bench-spark
 
 bench-sim: setup
 	$(PY) bench/run.py
@@ -142,6 +142,9 @@ bench-load: setup
 
 bench-spans: setup
 	$(PY) bench/spans.py
+
+bench-peers: setup
+	$(PY) bench/peers.py
 
 bench-poldercast: setup
 	$(PY) bench/poldercast.py

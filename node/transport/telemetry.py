@@ -149,6 +149,7 @@ class SpanFileExporter(SpanExporter):
             resource_spans = _encode_spans_to_dict([first])["resourceSpans"][0]
             scope = resource_spans.pop("scopeSpans")[0]
             del scope["spans"]
+            # the resource is held too, so that its id names it as long as the key is kept
             head = self._heads[key] = {"resource": resource_spans, "scope": scope, "resource_ref": first.resource}
         encoded = [encode_span(s) for s in spans]
         return {"resourceSpans": [{**head["resource"], "scopeSpans": [{**head["scope"], "spans": encoded}]}]}

@@ -56,7 +56,7 @@ async def burst(tmp_path, mode: str, protocol: str = "gossip", events: int = EVE
         offered_s = time.monotonic() - start
         results = await asyncio.gather(*calls, return_exceptions=True)
         published = sum(not isinstance(r, Exception) for r in results)
-        for _ in range(300):  # until every receiver has a first copy of every event (or 30 s)
+        for _ in range(150):  # until every receiver has a first copy of every event (or 15 s)
             if min(len(s.core.seen) for s in shells[1:]) >= published:
                 break
             await asyncio.sleep(0.1)
