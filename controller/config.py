@@ -32,7 +32,7 @@ from pydantic import (
 )
 
 from node.core import dissemination_params, protocol_config_class, protocol_names, protocol_spec
-from node.transport.streams import TransportSettings
+from node.transport.settings import TransportSettings
 
 
 class Strict(BaseModel):

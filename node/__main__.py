@@ -12,7 +12,7 @@ the host to bind. Optional keys:
 - ``state_dir`` (the core is checkpointed there every tick and restored on restart),
   ``advertise`` (the host name peers use when it differs from the bind host), ``otlp_endpoint``
   (export spans to a Collector instead of ``trace_dir``), ``refuse_before_join``, ``transport``
-  (the experiment's ``transport`` section, :class:`node.transport.streams.TransportSettings`);
+  (the experiment's ``transport`` section, :class:`node.transport.settings.TransportSettings`);
 - ``exit_with_parent``: stop, flushing traces, when stdin reaches end of file (the controller
   that holds its other end died).
 
@@ -37,8 +37,8 @@ from pydantic import TypeAdapter
 from node.core import protocol_config_class
 from node.plugins import load_plugins
 from node.transport.security import Credentials
+from node.transport.settings import TransportSettings
 from node.transport.shell import PeerShell
-from node.transport.streams import TransportSettings
 
 
 async def serve(cfg: dict) -> None:

@@ -78,8 +78,9 @@ class Cyclon(ExchangeLayer):
 
     def bootstrap(self, contacts: Sequence[Descriptor]) -> None:
         self._merge([c.aged(0) for c in contacts], sent=())
-        for c in contacts:
-            self._keep(c.aged(0))
+        if self.config.refill:
+            for c in contacts:
+                self._keep(c.aged(0))
 
     def exchange(self, now: float) -> list[Action]:
         """One active cycle: the shuffle request (or nothing with an empty view)."""
@@ -90,7 +91,8 @@ class Cyclon(ExchangeLayer):
         rng = self.stack.rng
         age_all(self.view)
         q = self.view.pop(pick_oldest(self.view, rng))
-        self._keep(q)
+        if self.config.refill:
+            self._keep(q)
         others = list(self.view.values())
         sent = rng.sample(others, min(self.config.shuffle_length - 1, len(others)))
         return [self.request(q, (self.stack.me.aged(0), *sent), now, kept=tuple(d.node_id for d in sent))]

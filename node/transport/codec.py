@@ -28,6 +28,8 @@ from node.core.types import (
     Signal,
 )
 
+from .settings import MAX_MESSAGE_BYTES
+
 TraceIds = tuple[bytes, bytes]
 NO_TRACE: TraceIds = (b"", b"")
 
@@ -39,8 +41,6 @@ class Incoming(NamedTuple):
     src: NodeId
     trace: TraceIds = NO_TRACE
 
-MAX_MESSAGE_BYTES = 1 << 20
-"""Largest peer message accepted (bytes); larger ones are rejected and counted."""
 MAX_ENTRIES = 256
 MAX_TOPICS = 16_384
 """Most topics in one profile. Social workloads are heavy-tailed: the 10,000-node Twitter-like

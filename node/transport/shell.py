@@ -45,7 +45,8 @@ from node.links import LinkModel, LinkRule
 
 from . import codec
 from .security import PEER_SERVICE, Credentials, aio_channel, control_roles, role_of
-from .streams import Link, Queued, TransportSettings, envelope, frame_messages
+from .settings import TransportSettings
+from .streams import Link, Queued, envelope, frame_messages
 from .telemetry import FLUSH_S, PeerTelemetry, context_bytes, remote_parent
 
 log = logging.getLogger("overlaylab.peer")
@@ -290,15 +291,23 @@ class PeerShell(control_pb2_grpc.ControlServicer):
             call = self._calls[(addr, rpc)] = self._channel(addr).unary_unary(f"/{SERVICE}/{rpc}")
         return call
 
+    def _emulate(self, msg, dst: int, size: int) -> float | None:
+        """Count ``msg`` as sent and sample its link: seconds until it arrives, or None when the
+        link emulation loses it (counted). An event's bytes are counted only with a bandwidth
+        (the unary path does not encode a copy just to measure it; streams count the same way)."""
+        count_sent(self.stats, msg, size if not isinstance(msg, EventMsg) or self.links.bandwidth_kbps else 0)
+        delay = self.links.sample(self.node_id, dst, size, self.now)
+        if delay is None:
+            self.stats[DROPPED_BY_LINK] += 1
+        return delay
+
     async def _send(self, a: Send, span) -> None:
         # Sizes are needed for layer byte counts and for bandwidth emulation; an event copy is
         # not encoded twice just to be measured otherwise.
         event = isinstance(a.msg, EventMsg)
         size = codec.wire_size(a.msg, self.node_id) if not event or self.links.bandwidth_kbps else 0
-        count_sent(self.stats, a.msg, size)
-        delay = self.links.sample(self.node_id, a.dst, size, self.now)
+        delay = self._emulate(a.msg, a.dst, size)
         if delay is None:
-            self.stats[DROPPED_BY_LINK] += 1
             return
         if delay:
             await asyncio.sleep(delay)
@@ -333,10 +342,8 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         event = isinstance(a.msg, EventMsg)
         env = envelope(a.msg, self.node_id, context_bytes(span) if event else codec.NO_TRACE)
         size = len(env.data)
-        count_sent(self.stats, a.msg, size if not event or self.links.bandwidth_kbps else 0)
-        delay = self.links.sample(self.node_id, a.dst, size, self.now)
+        delay = self._emulate(a.msg, a.dst, size)
         if delay is None:
-            self.stats[DROPPED_BY_LINK] += 1
             return
         q = Queued(a.dst, a.msg, env, size, 0.0, span)
         if delay:
@@ -479,10 +486,8 @@ class PeerShell(control_pb2_grpc.ControlServicer):
     async def _respond(self, reply, dst: int, context: grpc.aio.ServicerContext) -> bytes:
         """Send ``reply`` as the response: counted and through the link emulation like any send."""
         data = codec.encode(reply, self.node_id)
-        count_sent(self.stats, reply, len(data))
-        delay = self.links.sample(self.node_id, dst, len(data), self.now)
+        delay = self._emulate(reply, dst, len(data))
         if delay is None:
-            self.stats[DROPPED_BY_LINK] += 1
             await context.abort(grpc.StatusCode.UNAVAILABLE, "reply lost (link emulation)")
         if delay:
             await asyncio.sleep(delay)

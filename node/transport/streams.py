@@ -33,7 +33,6 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal
 
 import grpc
 
@@ -41,37 +40,9 @@ from node._gen.overlaylab.v1 import peer_pb2
 from node.core.types import EventMsg, Message
 
 from . import codec
+from .settings import TransportSettings
 
 log = logging.getLogger("overlaylab.peer")
-
-
-@dataclass
-class TransportSettings:
-    mode: Literal["unary", "stream"] = "unary"
-    """unary: one gRPC call per message (a reply travels as the call's response); stream: one
-    long-lived stream per link carrying every message type one way, coalesced into frames."""
-    queue_messages: int = 4096
-    """stream: messages one link queues per class (control, events) before a send fails."""
-    coalesce_window_ms: float = 1.0
-    """stream: how long a link waits after its first queued message for more to share a frame."""
-    coalesce_max_bytes: int = 256 << 10
-    """stream: largest frame (a single larger message travels alone)."""
-    deadline_ms: float = 5000.0
-    """stream: a message not written within this long of its send fails (queue wait included)."""
-
-    __pydantic_config__ = {"extra": "forbid"}
-
-    def __post_init__(self) -> None:
-        if self.mode not in ("unary", "stream"):
-            raise ValueError(f"transport.mode must be unary or stream, not {self.mode!r}")
-        if self.queue_messages < 1:
-            raise ValueError("transport.queue_messages must be at least 1")
-        if not 0 <= self.coalesce_window_ms <= 1000:
-            raise ValueError("transport.coalesce_window_ms must be in [0, 1000]")
-        if not 1024 <= self.coalesce_max_bytes <= codec.MAX_MESSAGE_BYTES:
-            raise ValueError(f"transport.coalesce_max_bytes must be in [1024, {codec.MAX_MESSAGE_BYTES}]")
-        if self.deadline_ms <= 0:
-            raise ValueError("transport.deadline_ms must be positive")
 
 
 @dataclass(slots=True)

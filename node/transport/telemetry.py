@@ -130,29 +130,28 @@ def encode_span(s: ReadableSpan) -> dict:
 
 class SpanFileExporter(SpanExporter):
     """Appends each batch as one line of OTLP JSON (an ``ExportTraceServiceRequest``), as
-    ``FileSpanExporter`` does. The resource and scope of a batch are encoded once by the upstream
-    encoder; each span by ``encode_span``; a batch with spans of several resources or scopes, or
-    of another shape, goes through the upstream encoder whole."""
+    ``FileSpanExporter`` does. The resource and scope (a peer's spans share one of each) are
+    encoded once by the upstream encoder and kept; each span by ``encode_span``; a batch with
+    spans of several resources or scopes, or of another shape, goes through the upstream encoder
+    whole."""
 
     def __init__(self, path: Path) -> None:
         self._stream = path.open("a", encoding="utf-8")
         self._lock = threading.Lock()
-        self._heads: dict[tuple, dict] = {}
+        self._head: tuple = (None, None, {}, {})  # resource, scope, and their encodings
 
     def _encode(self, spans) -> dict:
-        first = spans[0]
-        key = (id(first.resource), first.instrumentation_scope)
-        if any((id(s.resource), s.instrumentation_scope) != key for s in spans):
+        resource, scope = spans[0].resource, spans[0].instrumentation_scope
+        if any(s.resource is not resource or s.instrumentation_scope is not scope for s in spans):
             raise Unusual
-        head = self._heads.get(key)
-        if head is None:
-            resource_spans = _encode_spans_to_dict([first])["resourceSpans"][0]
-            scope = resource_spans.pop("scopeSpans")[0]
-            del scope["spans"]
-            # the resource is held too, so that its id names it as long as the key is kept
-            head = self._heads[key] = {"resource": resource_spans, "scope": scope, "resource_ref": first.resource}
+        if self._head[0] is not resource or self._head[1] is not scope:
+            resource_spans = _encode_spans_to_dict(spans[:1])["resourceSpans"][0]
+            scope_spans = resource_spans.pop("scopeSpans")[0]
+            del scope_spans["spans"]
+            self._head = (resource, scope, resource_spans, scope_spans)
+        _, _, resource_spans, scope_spans = self._head
         encoded = [encode_span(s) for s in spans]
-        return {"resourceSpans": [{**head["resource"], "scopeSpans": [{**head["scope"], "spans": encoded}]}]}
+        return {"resourceSpans": [{**resource_spans, "scopeSpans": [{**scope_spans, "spans": encoded}]}]}
 
     def export(self, spans) -> SpanExportResult:
         if not spans:

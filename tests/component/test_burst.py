@@ -22,8 +22,8 @@ from node.core.cyclon import CyclonConfig
 from node.core.gossip import GossipConfig
 from node.core.static_gossip import StaticGossipConfig
 from node.transport import codec
+from node.transport.settings import TransportSettings
 from node.transport.shell import PeerShell
-from node.transport.streams import TransportSettings
 
 PEERS, EVENTS, RATE = 8, 2000, 400.0
 

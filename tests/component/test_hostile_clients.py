@@ -14,8 +14,8 @@ from node.core.gossip import GossipConfig
 from node.core.types import Descriptor
 from node.transport import codec
 from node.transport.security import Credentials, aio_channel, make_pki
+from node.transport.settings import TransportSettings
 from node.transport.shell import CONTROL_SERVICE, SERVICE, PeerShell
-from node.transport.streams import TransportSettings
 
 EMPTY = control_pb2.Empty()
 

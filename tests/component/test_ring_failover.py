@@ -11,8 +11,8 @@ from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc
 from node.core.cyclon import CyclonConfig
 from node.core.poldercast import PolderCastConfig
 from node.core.types import Descriptor
+from node.transport.settings import TransportSettings
 from node.transport.shell import PeerShell
-from node.transport.streams import TransportSettings
 
 NEVER_MS = 1e9  # no gossip tick during the test: the ring is set by hand
 
