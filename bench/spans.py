@@ -47,6 +47,7 @@ def measure(path: str) -> dict:
         if path == "sdk":
             t.exporter.inner.shutdown()
             t.exporter.inner = FileSpanExporter(Path(d) / "node-1.jsonl")
+            t.provider.add_span_processor(t.processor)
         tracer = t.provider.get_tracer("overlaylab.node")
         event = EventMsg("1-abcd-1", "t1", b"x" * 64, 1, 3)
         parent = remote_parent(b"\x01" * 16, b"\x02" * 8)

@@ -10,7 +10,8 @@ controller and the Locust workers each compute it on their own and agree:
 - the StatefulSet ``<release>-churner`` hosts each node the churn plan touches in a pod of its own
   (so deleting that pod crashes exactly that node), in node order;
 - a pod's k-th node listens on ``k8s.peer_port + k`` (Peer service) and ``k8s.control_port + k``
-  (Control service); both are reached by the pod's DNS name under the headless Service
+  (Control service), except that with ``transport.mode: stream`` the pod's nodes share one Peer
+  server on ``k8s.peer_port`` (``node/transport/host.py``); both are reached by the pod's DNS name under the headless Service
   ``<release>-peers`` (``<pod>.<release>-peers``).
 """
 
@@ -45,6 +46,8 @@ class PodLayout:
     domain: str
     """Appended to a pod name to reach it: ``.<release>-peers`` in a cluster, empty on a docker
     network (container name = pod name)."""
+    shared_port: bool = False
+    """The nodes of a pod share one Peer server on ``port`` (``transport.mode: stream``)."""
 
     @property
     def service(self) -> str:
@@ -68,7 +71,8 @@ class PodLayout:
     def addrs(self, control: bool = False) -> dict[int, str]:
         """Each node's Peer service address, or its Control service address."""
         first = self.control_port if control else self.port
-        return {node: f"{pod}{self.domain}:{first + k}"
+        step = 0 if self.shared_port and not control else 1
+        return {node: f"{pod}{self.domain}:{first + step * k}"
                 for pod, nodes in self.pods().items() for k, node in enumerate(nodes)}
 
 
@@ -83,4 +87,5 @@ def pod_layout(exp: Experiment, plan: plans.Plan, release: str, domain: str | No
         port=exp.k8s.peer_port,
         control_port=exp.k8s.control_port,
         domain=f".{release}-peers" if domain is None else domain,
+        shared_port=exp.transport.mode == "stream",
     )

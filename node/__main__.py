@@ -16,8 +16,10 @@ the host to bind. Optional keys:
 - ``exit_with_parent``: stop, flushing traces, when stdin reaches end of file (the controller
   that holds its other end died).
 
-Each peer gets its own two gRPC servers (Peer and Control). When all are up, the process prints
-one line ``READY {"<node id>": [<peer port>, <control port>], ...}`` on stdout. SIGTERM or
+Each peer gets its own Control server; the Peer service is a server per peer in ``unary`` mode and
+one for the whole process in ``stream`` mode (the peers share its port, the first node's fixed
+port if given; ``node/transport/host.py``). When all are up, the process prints one line
+``READY {"<node id>": [<peer port>, <control port>], ...}`` on stdout. SIGTERM or
 SIGINT stops the peers after flushing their traces.
 """
 
@@ -36,6 +38,7 @@ from pydantic import TypeAdapter
 
 from node.core import protocol_config_class
 from node.plugins import load_plugins
+from node.transport.host import PeerHost
 from node.transport.security import Credentials
 from node.transport.settings import TransportSettings
 from node.transport.shell import PeerShell
@@ -47,13 +50,15 @@ async def serve(cfg: dict) -> None:
     state_dir = Path(cfg["state_dir"]) if cfg.get("state_dir") else None
     credentials = Credentials.load(cfg["pki"], "peer") if cfg.get("pki") else None
     shared: dict = {}
+    transport = TransportSettings(**cfg.get("transport", {}))
+    host = PeerHost(transport, credentials, cfg.get("host", "127.0.0.1"), cfg.get("advertise"))
     shells = [
         PeerShell(n, cfg["protocol"], params, cfg["seed"], cfg["run_id"],
                   Path(cfg["trace_dir"]) if cfg.get("trace_dir") else None, cfg.get("host", "127.0.0.1"),
                   state_dir / f"node-{n}.pickle" if state_dir else None, advertise=cfg.get("advertise"),
                   otlp_endpoint=cfg.get("otlp_endpoint"), refuse_before_join=cfg.get("refuse_before_join", False),
                   shared=shared, control_host=cfg.get("control_host", "127.0.0.1"), credentials=credentials,
-                  transport=TransportSettings(**cfg.get("transport", {})))
+                  transport=transport, peer_host=host)
         for n in cfg["nodes"]
     ]
     fixed, fixed_control = cfg.get("ports", {}), cfg.get("control_ports", {})

@@ -2,9 +2,10 @@
 
 Theory of operation
 
-A peer keeps one ``Link`` per destination address it sends to: two bounded queues (control:
-gossip, replies and signals; events) and one task that writes them, as ``Frame``\\ s, into one
-client stream (the Peer service's ``Stream`` call) to that address. The task takes control
+A process keeps one ``Link`` per destination address its peers send to (the peers of a process
+share one address, :mod:`node.transport.host`): two bounded queues (control: gossip, replies and
+signals; events) and one task that writes them, as ``Frame``\\ s, into one client stream (the
+Peer service's ``Stream`` call) to that address. The task takes control
 messages before events, so event traffic never starves the overlay, and coalesces what is
 queued into one frame: it waits up to ``coalesce_window_ms`` after the first message for more,
 up to ``coalesce_max_bytes`` a frame. A replaced unary call per message costs a task, a call
@@ -30,9 +31,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
@@ -47,6 +49,7 @@ log = logging.getLogger("overlaylab.peer")
 
 @dataclass(slots=True)
 class Queued:
+    sender: Any  # the PeerShell that sent it
     dst: int
     msg: Message
     envelope: peer_pb2.Envelope
@@ -56,7 +59,7 @@ class Queued:
 
 
 Failed = Callable[[str, list[Queued], str], None]
-"""(address, messages, reason): hands messages that could not be written back to the core."""
+"""(address, messages, reason): hands messages that could not be written back to their senders."""
 
 _FRAME_OVERHEAD = 8  # bytes of framing per envelope, at most (tag + length of the message field)
 
@@ -65,8 +68,10 @@ class Link:
     """The stream to one address and its two queues."""
 
     def __init__(self, addr: str, opener: Callable[[], Awaitable[grpc.aio.StreamUnaryCall]], settings: TransportSettings,
-                 failed: Failed, clock: Callable[[], float]) -> None:
+                 failed: Failed, clock: Callable[[], float], stats: Counter[str]) -> None:
         self.addr, self.open, self.settings, self.failed, self.clock = addr, opener, settings, failed, clock
+        self.stats = stats
+        """Frames and messages written (``stream_frames``, ``stream_messages``)."""
         self.control: deque[Queued] = deque()
         self.events: deque[Queued] = deque()
         self.ready = asyncio.Event()
@@ -124,6 +129,8 @@ class Link:
             if self.call is None or self.call.done():  # first use, or the receiver ended the last stream
                 self.call = await self.open()
             await asyncio.wait_for(self.call.write(frame), max(deadline, 0.001))
+            self.stats["stream_frames"] += 1
+            self.stats["stream_messages"] += len(batch)
         except TimeoutError:  # the receiver's flow control held the write past the deadline
             self._fail_all(batch, "deadline")
         except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError) as e:
@@ -158,8 +165,8 @@ class Link:
             self._break()
 
 
-def envelope(msg: Message, sender: int, trace: codec.TraceIds) -> peer_pb2.Envelope:
-    return peer_pb2.Envelope(rpc=codec.wire_type(msg).rpc, data=codec.encode(msg, sender, trace))
+def envelope(msg: Message, sender: int, dst: int, trace: codec.TraceIds) -> peer_pb2.Envelope:
+    return peer_pb2.Envelope(rpc=codec.wire_type(msg).rpc, data=codec.encode(msg, sender, trace), dst=dst)
 
 
 def frame_messages(data: bytes) -> list[peer_pb2.Envelope]:

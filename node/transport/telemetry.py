@@ -1,6 +1,9 @@
 """OpenTelemetry for a peer: one TracerProvider per peer, exporting OTLP.
 
-Each peer gets its own provider, so its resource carries ``overlaylab.node_id``. Spans go either
+Each peer gets its own provider, so its resource carries ``overlaylab.node_id``. The peers of
+one process share one batch processor and its thread (:class:`SpanPipeline`), which hands each
+batch to each peer's exporter by resource: a process of 125 peers runs one export thread, not
+125 that wake five times a second each and contend for the interpreter. Spans go either
 to its own file ``node-<id>.jsonl`` in the run directory (the Collector's file-exporter format:
 one ``ExportTraceServiceRequest`` per line; local backend, containers) or over OTLP/gRPC to a
 Collector (``otlp_endpoint``, the k8s backend, whose Collector writes the same file format).
@@ -31,8 +34,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 MAX_QUEUE = 1 << 18
-"""Spans buffered per peer before the batch processor drops any (the SDK default is 2048), and
-the most spans the exporter holds for sending again."""
+"""Spans buffered per process before the batch processor drops any (the SDK default is 2048),
+and the most spans a peer's exporter holds for sending again."""
 EXPORT_TIMEOUT_S = 5.0
 """One OTLP export, its own retries included (the SDK default is 10 s)."""
 FLUSH_S = 15.0
@@ -92,15 +95,20 @@ class Unusual(Exception):
     """A span outside the shape ``SpanFileExporter`` encodes itself."""
 
 
-def _value(v) -> dict:
+_quote = json.encoder.encode_basestring_ascii  # a str as json.dumps writes it (C)
+
+
+def _attribute(key: str, v) -> str:
     kind = type(v)
     if kind is str:
-        return {"stringValue": v}
-    if kind is bool:
-        return {"boolValue": v}
-    if kind is int:
-        return {"intValue": str(v)}
-    raise Unusual
+        value = '{"stringValue":' + _quote(v) + "}"
+    elif kind is bool:
+        value = '{"boolValue":true}' if v else '{"boolValue":false}'
+    elif kind is int:
+        value = '{"intValue":"' + str(v) + '"}'
+    else:
+        raise Unusual
+    return '{"key":' + _quote(key) + ',"value":' + value + "}"
 
 
 def _flags(ctx: trace.SpanContext | None) -> int:
@@ -108,50 +116,57 @@ def _flags(ctx: trace.SpanContext | None) -> int:
     return 0x300 if ctx is not None and ctx.is_remote else 0x100
 
 
-def encode_span(s: ReadableSpan) -> dict:
-    """One span as the OTLP JSON encoder writes it, for the spans a peer makes (internal, status
-    unset, no events, attributes of str, bool and int, links without attributes); Unusual else."""
+def encode_span(s: ReadableSpan) -> str:
+    """One span, as the OTLP JSON encoder and ``json.dumps(separators=(",", ":"))`` write it,
+    for the spans a peer makes (internal, status unset, no events, attributes of str, bool and
+    int, links without attributes); Unusual else. Written as text directly: a dict per span and
+    the generic encoder cost most of a span's export."""
     if s.events or s.kind is not trace.SpanKind.INTERNAL or s.status.status_code is not trace.StatusCode.UNSET:
         raise Unusual
     ctx, parent = s.context, s.parent
-    d: dict = {"traceId": f"{ctx.trace_id:032x}", "spanId": f"{ctx.span_id:016x}"}
+    out = f'{{"traceId":"{ctx.trace_id:032x}","spanId":"{ctx.span_id:016x}",'
     if parent is not None:
-        d["parentSpanId"] = f"{parent.span_id:016x}"
-    d.update(flags=_flags(parent), name=s.name, kind=1, startTimeUnixNano=str(s.start_time),
-             endTimeUnixNano=str(s.end_time), attributes=[{"key": k, "value": _value(v)} for k, v in s.attributes.items()])
+        out += f'"parentSpanId":"{parent.span_id:016x}",'
+    out += (f'"flags":{_flags(parent)},"name":{_quote(s.name)},"kind":1,"startTimeUnixNano":"{s.start_time}",'
+            f'"endTimeUnixNano":"{s.end_time}","attributes":[' + ",".join(_attribute(k, v) for k, v in s.attributes.items()) + "]")
     if s.links:
         if any(link.attributes for link in s.links):
             raise Unusual
-        d["links"] = [{"traceId": f"{link.context.trace_id:032x}", "spanId": f"{link.context.span_id:016x}",
-                       "flags": _flags(link.context)} for link in s.links]
-    d["status"] = {}
-    return d
+        out += ',"links":[' + ",".join(
+            f'{{"traceId":"{link.context.trace_id:032x}","spanId":"{link.context.span_id:016x}","flags":{_flags(link.context)}}}'
+            for link in s.links) + "]"
+    return out + ',"status":{}}'
+
+
+_SPANS = "\x00spans\x00"  # stands for the spans in an encoded head
 
 
 class SpanFileExporter(SpanExporter):
     """Appends each batch as one line of OTLP JSON (an ``ExportTraceServiceRequest``), as
     ``FileSpanExporter`` does. The resource and scope (a peer's spans share one of each) are
-    encoded once by the upstream encoder and kept; each span by ``encode_span``; a batch with
+    encoded once by the upstream encoder and kept as the text around the spans; each span by
+    ``encode_span``; a batch with
     spans of several resources or scopes, or of another shape, goes through the upstream encoder
     whole."""
 
     def __init__(self, path: Path) -> None:
         self._stream = path.open("a", encoding="utf-8")
         self._lock = threading.Lock()
-        self._head: tuple = (None, None, {}, {})  # resource, scope, and their encodings
+        self._head: tuple = (None, None, "", "")  # resource, scope, and the line's text around the spans
 
-    def _encode(self, spans) -> dict:
+    def _encode(self, spans) -> str:
         resource, scope = spans[0].resource, spans[0].instrumentation_scope
         if any(s.resource is not resource or s.instrumentation_scope is not scope for s in spans):
             raise Unusual
         if self._head[0] is not resource or self._head[1] is not scope:
             resource_spans = _encode_spans_to_dict(spans[:1])["resourceSpans"][0]
             scope_spans = resource_spans.pop("scopeSpans")[0]
-            del scope_spans["spans"]
-            self._head = (resource, scope, resource_spans, scope_spans)
-        _, _, resource_spans, scope_spans = self._head
-        encoded = [encode_span(s) for s in spans]
-        return {"resourceSpans": [{**resource_spans, "scopeSpans": [{**scope_spans, "spans": encoded}]}]}
+            scope_spans["spans"] = _SPANS
+            head = json.dumps({"resourceSpans": [{**resource_spans, "scopeSpans": [scope_spans]}]}, separators=(",", ":"))
+            before, after = head.split(json.dumps(_SPANS))
+            self._head = (resource, scope, before + "[", "]" + after)
+        _, _, before, after = self._head
+        return before + ",".join(encode_span(s) for s in spans) + after
 
     def export(self, spans) -> SpanExportResult:
         if not spans:
@@ -159,11 +174,11 @@ class SpanFileExporter(SpanExporter):
         try:
             line = self._encode(spans)
         except Unusual:
-            line = _encode_spans_to_dict(spans)
+            line = json.dumps(_encode_spans_to_dict(spans), separators=(",", ":"))
         with self._lock:
             if self._stream.closed:
                 return SpanExportResult.FAILURE
-            self._stream.write(json.dumps(line, separators=(",", ":")) + "\n")
+            self._stream.write(line + "\n")
             self._stream.flush()
         return SpanExportResult.SUCCESS
 
@@ -172,9 +187,42 @@ class SpanFileExporter(SpanExporter):
             self._stream.close()
 
 
+class SpanPipeline(SpanExporter):
+    """One batch processor for the peers of a process; it exports a batch by splitting it by
+    resource (one per peer) between the peers' exporters."""
+
+    def __init__(self) -> None:
+        self.exporters: dict[int, SpanExporter] = {}  # id(resource) -> that peer's exporter
+        self.processor = BatchSpanProcessor(self, max_queue_size=MAX_QUEUE, max_export_batch_size=4096,
+                                            schedule_delay_millis=200)
+
+    def add(self, resource: Resource, exporter: SpanExporter) -> None:
+        self.exporters[id(resource)] = exporter
+
+    def remove(self, resource: Resource) -> None:
+        """After the peer's last span: flush, stop its exporter, and the processor with the last."""
+        self.processor.force_flush()
+        self.exporters.pop(id(resource)).shutdown()
+        if not self.exporters:
+            self.processor.shutdown()
+
+    def export(self, spans) -> SpanExportResult:
+        by_peer: dict[int, list] = {}
+        for s in spans:
+            by_peer.setdefault(id(s.resource), []).append(s)
+        ok = True
+        for key, batch in by_peer.items():
+            exporter = self.exporters.get(key)
+            ok = exporter is not None and exporter.export(batch) is SpanExportResult.SUCCESS and ok
+        return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
+
+    def shutdown(self) -> None:
+        pass  # the peers' exporters are stopped by ``remove``
+
+
 class PeerTelemetry:
     def __init__(self, run_id: str, node_id: int, protocol: str, trace_dir: Path | None,
-                 otlp_endpoint: str | None = None) -> None:
+                 otlp_endpoint: str | None = None, pipeline: SpanPipeline | None = None) -> None:
         if otlp_endpoint:
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
             inner: SpanExporter = OTLPSpanExporter(endpoint=otlp_endpoint, insecure=True, timeout=EXPORT_TIMEOUT_S)
@@ -188,10 +236,9 @@ class PeerTelemetry:
             "overlaylab.node_id": node_id,
             "overlaylab.protocol": protocol,
         }))
-        self.processor = BatchSpanProcessor(
-            self.exporter, max_queue_size=MAX_QUEUE, max_export_batch_size=4096, schedule_delay_millis=200,
-        )
-        self.provider.add_span_processor(self.processor)
+        self.pipeline = pipeline or SpanPipeline()
+        self.pipeline.add(self.provider.resource, self.exporter)
+        self.processor = self.pipeline.processor
         self.scope = InstrumentationScope("overlaylab.node")
         self.ended = 0
 
@@ -218,12 +265,12 @@ class PeerTelemetry:
         """Export everything queued, sending held batches again until ``deadline``
         (``time.monotonic``; default: ``FLUSH_S`` from now); returns the spans dropped so far."""
         deadline = time.monotonic() + FLUSH_S if deadline is None else deadline
-        self.provider.force_flush()
+        self.processor.force_flush()
         self.exporter.send_held(deadline)
         return self.ended - self.exporter.exported
 
     def shutdown(self) -> None:
-        self.provider.shutdown()
+        self.pipeline.remove(self.provider.resource)
 
 
 def remote_parent(trace_id: bytes, span_id: bytes) -> trace.SpanContext | None:

@@ -18,7 +18,9 @@ from analysis.crosscheck import compare, compute
 from controller.cli import main
 from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc, peer_pb2
 from node.core import protocol_config_class, protocol_names
+from node.core.types import EventMsg
 from node.transport import codec
+from node.transport.settings import TransportSettings
 from node.transport.shell import SERVICE, PeerShell
 from tests.conftest import PLUGIN_ENV
 from tests.helpers import conformance_experiment, one_per_module
@@ -87,12 +89,16 @@ async def _malformed(name: str, tmp_path) -> None:
 
 
 async def _malformed_frames(tmp_path) -> None:
-    shell = PeerShell(0, "gossip", TypeAdapter(protocol_config_class("gossip")).validate_python({}), 1, "t", tmp_path)
+    shell = PeerShell(0, "gossip", TypeAdapter(protocol_config_class("gossip")).validate_python({}), 1, "t", tmp_path,
+                      transport=TransportSettings(mode="stream"))
     port = await shell.start()
+    good = codec.encode(EventMsg("0-x-1", "a", b"p", 0, 0), 3, codec.NO_TRACE)
     bad = [b"\xff\xff\xff\xff"]  # not a frame
-    bad += [peer_pb2.Frame(messages=[peer_pb2.Envelope(rpc=w.rpc, data=d)]).SerializeToString()
+    bad += [peer_pb2.Frame(messages=[peer_pb2.Envelope(rpc=w.rpc, data=d, dst=0)]).SerializeToString()
             for w in codec.WIRE_TYPES for d in GARBAGE[:3]]  # a bad message of each type
-    bad.append(peer_pb2.Frame(messages=[peer_pb2.Envelope(rpc="Nope", data=b"")]).SerializeToString())
+    bad.append(peer_pb2.Frame(messages=[peer_pb2.Envelope(rpc="Nope", data=b"", dst=0)]).SerializeToString())
+    bad.append(peer_pb2.Frame(messages=[peer_pb2.Envelope(rpc="Forward", data=good)]).SerializeToString())  # for no node
+    bad.append(peer_pb2.Frame(messages=[peer_pb2.Envelope(rpc="Forward", data=good, dst=5)]).SerializeToString())  # not here
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch, \
                 grpc.aio.insecure_channel(f"127.0.0.1:{shell.control_port}") as control:

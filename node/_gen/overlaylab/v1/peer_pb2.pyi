@@ -87,12 +87,14 @@ class Ack(_message.Message):
     def __init__(self) -> None: ...
 
 class Envelope(_message.Message):
-    __slots__ = ("rpc", "data")
+    __slots__ = ("rpc", "data", "dst")
     RPC_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
+    DST_FIELD_NUMBER: _ClassVar[int]
     rpc: str
     data: bytes
-    def __init__(self, rpc: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...
+    dst: int
+    def __init__(self, rpc: _Optional[str] = ..., data: _Optional[bytes] = ..., dst: _Optional[int] = ...) -> None: ...
 
 class Frame(_message.Message):
     __slots__ = ("messages",)

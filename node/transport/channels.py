@@ -1,0 +1,69 @@
+"""gRPC channels to peers by address, each host name looked up once.
+
+A peer that opens and closes channels as its links change (StaN) would otherwise send the
+cluster's DNS a lookup per channel. A call that fails as unavailable forgets the address (a pod
+that restarted has a new one); the next use opens a new channel and looks the host up again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Callable, Coroutine
+
+import grpc
+
+from .security import Credentials, aio_channel
+
+CHANNEL_OPTIONS = [
+    # A peer that crashed and restarted on its port should be reachable again within a cycle,
+    # not after gRPC's default reconnect backoff (up to two minutes). Not min_reconnect_backoff:
+    # gRPC also takes it as the connect timeout, and a TLS handshake on a busy host can take
+    # longer than 100 ms (every such connection failed "before receiving SETTINGS frame").
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+]
+
+
+class Channels:
+    def __init__(self, credentials: Credentials | None, spawn: Callable[[Coroutine], None]) -> None:
+        self.credentials = credentials
+        self.spawn = spawn
+        """Runs a coroutine in the background (closing a channel)."""
+        self.open: dict[str, grpc.aio.Channel] = {}
+        self._hosts: dict[str, str] = {}  # host name -> address, resolved once
+
+    def __contains__(self, addr: str) -> bool:
+        return addr in self.open
+
+    def get(self, addr: str) -> grpc.aio.Channel:
+        channel = self.open.get(addr)
+        if channel is None:
+            host, _, port = addr.rpartition(":")
+            target = f"{self._hosts[host]}:{port}" if host in self._hosts else addr
+            channel = self.open[addr] = aio_channel(target, self.credentials, CHANNEL_OPTIONS)
+        return channel
+
+    async def resolve(self, addr: str) -> None:
+        """Look ``addr``'s host up, once for every channel to it (call before ``get``)."""
+        host = addr.rpartition(":")[0]
+        if host in self._hosts or not host or host[0].isdigit() or host.startswith("["):
+            return
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        except OSError:
+            return  # the channel resolves it itself
+        ip = infos[0][4][0]
+        self._hosts[host] = f"[{ip}]" if ":" in ip else ip
+
+    def forget(self, addr: str) -> None:
+        """Close the channel to ``addr``; the next use opens a new one, looking the host up again."""
+        self._hosts.pop(addr.rpartition(":")[0], None)
+        channel = self.open.pop(addr, None)
+        if channel is not None:
+            self.spawn(channel.close())
+
+    async def close(self) -> None:
+        for channel in self.open.values():
+            await channel.close()
+        self.open.clear()

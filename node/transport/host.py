@@ -1,0 +1,336 @@
+"""What the peers of one process share.
+
+``python -m node`` hosts one or several peers (``nodes.peers_per_process``, ``k8s.peers_per_pod``)
+on one event loop. They share one span pipeline (one batch processor and its thread,
+:class:`node.transport.telemetry.SpanPipeline`) and, with ``transport.mode: stream``, one Peer
+server and the links:
+
+- Every peer of the process advertises the one address of that server. A message to a peer of
+  another process goes on the one :class:`~node.transport.streams.Link` to that process's
+  address, so the gossip and event copies of all the peers here share its frames; each
+  ``Envelope`` names the node it is for.
+- A message between two peers of this process skips gRPC and the codec: it goes through the link
+  emulation like any other and is handed over as it would have been decoded. The copies of an
+  event that a peer forwards at once are encoded once (they differ only in their destination).
+- On receipt each envelope goes to the peer it names (a message for a node not hosted here, or
+  without one, is refused and counted). Control messages are handled at once, event copies in
+  their turn (``EVENTS_PER_TURN`` before the loop gets a turn); while ``INBOX_EVENTS`` copies
+  wait the server stops reading its streams, so HTTP/2 flow control holds the senders.
+- A stream is refused (UNAVAILABLE) while no peer here has joined, when peers refuse traffic
+  before ``Join``; a message for one that has not joined yet is dropped and counted
+  (``refused_before_join``).
+
+The process's own counters (a refused frame, stream or probe) are reported with its first
+peer's (``GetStats``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter, deque
+from typing import TYPE_CHECKING
+
+import grpc
+
+from node._gen.overlaylab.v1 import peer_pb2
+from node.core.types import EventMsg, RemoteProtocolError, Send
+from node.interpret import MALFORMED
+
+from . import codec
+from .channels import Channels
+from .security import PEER_SERVICE, Credentials, role_of
+from .settings import TransportSettings
+from .streams import Link, Queued, envelope, frame_messages
+from .telemetry import SpanPipeline, context_bytes, remote_parent
+
+if TYPE_CHECKING:
+    from .shell import PeerShell
+
+log = logging.getLogger("overlaylab.peer")
+
+SERVICE = "overlaylab.v1.Peer"
+UNAUTHORIZED = "unauthorized"
+LOG_PER_S = 5
+"""Refusals logged per second at most."""
+INBOX_EVENTS = 4096
+"""transport.mode stream: event copies received and queued before the server stops reading its links."""
+EVENTS_PER_TURN = 64
+"""Event copies handled before the event loop gets a turn (control messages, timers)."""
+SERVER_OPTIONS = [
+    ("grpc.so_reuseport", 0),
+    # gRPC core cancels calls (CANCELLED) once more than 1,000 wait for the application, or 3,000
+    # at all: a burst of Publish calls or unary Forwards is then lost, though the peer would work
+    # through it in a second or two. The queue is bounded by the peer's own transport instead.
+    ("grpc.server.max_pending_requests", 1 << 20),
+    ("grpc.server.max_pending_requests_hard_limit", 1 << 20),
+]
+UNLINK_EVERY_S = 1.0
+"""stream: how often the links to addresses no peer here links to any more are closed (StaN)."""
+
+
+def listen(service: str, handlers: dict, host: str, port: int, credentials: Credentials | None) -> tuple[grpc.aio.Server, int]:
+    """A gRPC server of raw-bytes ``handlers`` on ``host:port`` (0: any free port), not started."""
+    server = grpc.aio.server(options=[
+        ("grpc.max_receive_message_length", 4 * (codec.MAX_MESSAGE_BYTES + 1024)), *SERVER_OPTIONS,
+    ])
+    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(service, handlers)])
+    if credentials is None:
+        return server, server.add_insecure_port(f"{host}:{port}")
+    return server, server.add_secure_port(f"{host}:{port}", credentials.server())
+
+
+class Refusals:
+    """Counts and logs refused input: a log line per refusal, at most ``LOG_PER_S`` a second (a
+    flood of bad input must not become a flood of log lines); those left out are counted in the
+    next line."""
+
+    def __init__(self, stats: Counter[str], credentials: Credentials | None) -> None:
+        self.stats, self.credentials = stats, credentials
+        self.tokens, self.at, self.skipped = float(LOG_PER_S), time.monotonic(), 0
+
+    def warn(self, msg: str, *args) -> None:
+        now = time.monotonic()
+        self.tokens = min(LOG_PER_S, self.tokens + (now - self.at) * LOG_PER_S)
+        self.at = now
+        if self.tokens < 1:
+            self.skipped += 1
+            return
+        self.tokens -= 1
+        log.warning(msg + (f" ({self.skipped} similar lines left out)" if self.skipped else ""), *args)
+        self.skipped = 0
+
+    def reject(self, who, origin, err: Exception) -> None:
+        """A malformed message from ``origin``, refused by ``who``."""
+        self.stats[MALFORMED] += 1
+        self.warn("%s: rejected a message from %s: %s", who, origin, err)
+
+    async def authorize(self, who, context: grpc.aio.ServicerContext, roles: set[str], what: str) -> None:
+        """Over mutual TLS: refuse (PERMISSION_DENIED, counted) a client whose role may not call ``what``."""
+        if self.credentials is None:
+            return
+        role = role_of(context)
+        if role not in roles:
+            self.stats[UNAUTHORIZED] += 1
+            self.warn("%s: refused %s from %s (role %s)", who, what, context.peer(), role)
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"role {role!r} may not call {what}")
+
+
+async def answer_ping(refusals: Refusals, who, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+    """The Peer service's Ping: the receiver's clock at arrival."""
+    received = time.time_ns()
+    await refusals.authorize(who, context, PEER_SERVICE, "Ping")
+    try:
+        codec.parse(peer_pb2.Probe, data)
+    except RemoteProtocolError as e:
+        refusals.reject(who, context.peer(), e)
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+    return peer_pb2.ProbeAck(received_unix_nano=received).SerializeToString()
+
+
+class PeerHost:
+    def __init__(self, transport: TransportSettings | None = None, credentials: Credentials | None = None,
+                 bind: str = "127.0.0.1", advertise: str | None = None) -> None:
+        self.transport = transport or TransportSettings()
+        self.credentials = credentials
+        self.bind, self.advertise = bind, advertise or bind
+        self.spans = SpanPipeline()
+        self.peers: dict[int, PeerShell] = {}
+        self.stats: Counter[str] = Counter()
+        self.refusals = Refusals(self.stats, credentials)
+        self.server: grpc.aio.Server | None = None
+        self.addr = ""
+        self.channels = Channels(credentials, self.spawn)
+        self.links: dict[str, Link] = {}
+        self._inbox: deque[tuple[PeerShell, codec.Incoming]] = deque()
+        self._draining: asyncio.Task | None = None
+        self._inbox_room = asyncio.Event()
+        self._tasks: set[asyncio.Task] = set()
+        self._stopping = False
+        self._unlinked_at = 0.0
+        self._encoded: tuple = (None, None, None, None)  # the last message encoded: (msg, sender, trace, envelope)
+
+    @property
+    def streams(self) -> bool:
+        return self.transport.mode == "stream"
+
+    def first(self, peer: PeerShell) -> bool:
+        """Whether ``peer`` reports the process's own counters."""
+        return next(iter(self.peers), None) == peer.node_id
+
+    def spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    async def add(self, peer: PeerShell, port: int) -> int:
+        """Host ``peer``; in stream mode start the shared server the first time (on ``port``,
+        0: any free one). Returns the shared server's port (0 in unary mode)."""
+        self.peers[peer.node_id] = peer
+        if not self.streams:
+            return 0
+        if self.server is None:
+            handlers = {"Stream": grpc.stream_unary_rpc_method_handler(self._rpc_stream),
+                        "Ping": grpc.unary_unary_rpc_method_handler(self._rpc_ping)}
+            self.server, bound = listen(SERVICE, handlers, self.bind, port, self.credentials)
+            await self.server.start()
+            self.addr = f"{self.advertise}:{bound}"
+        return int(self.addr.rpartition(":")[2])
+
+    async def remove(self, peer: PeerShell) -> None:
+        """``peer`` stopped; the last one stops the server and the links."""
+        self.peers.pop(peer.node_id, None)
+        if self.peers:
+            return
+        self._stopping = True
+        if self._draining is not None:
+            self._draining.cancel()
+        for link in list(self.links.values()):
+            await link.close()
+        if self.server is not None:
+            await self.server.stop(grace=0.5)
+        for t in list(self._tasks):
+            t.cancel()
+        await self.channels.close()
+
+    # --- sending ----------------------------------------------------------------------------
+
+    def send(self, peer: PeerShell, a: Send, span) -> None:
+        """Encode ``a`` now (its span context rides in the event), then queue it on its link
+        once the emulated delay has passed."""
+        trace = context_bytes(span) if isinstance(a.msg, EventMsg) else codec.NO_TRACE
+        last = self._encoded
+        if last[0] is a.msg and last[1] == peer.node_id and last[2] == trace:
+            env = peer_pb2.Envelope(rpc=last[3].rpc, data=last[3].data, dst=a.dst)
+        else:
+            env = envelope(a.msg, peer.node_id, a.dst, trace)
+            self._encoded = (a.msg, peer.node_id, trace, env)
+        size = len(env.data)
+        delay = peer.emulate(a.msg, a.dst, size)
+        if delay is None:
+            return
+        q = Queued(peer, a.dst, a.msg, env, size, 0.0, span)
+        if delay:
+            asyncio.get_running_loop().call_later(delay, self._enqueue, a.addr, q)
+        else:
+            self._enqueue(a.addr, q)
+
+    def _enqueue(self, addr: str, q: Queued) -> None:
+        if self._stopping:
+            return
+        if addr == self.addr:  # a peer of this process
+            self._hand_over(q)
+            return
+        q.queued_at = asyncio.get_running_loop().time()
+        link = self.links.get(addr)
+        if link is None:
+            link = self.links[addr] = Link(addr, lambda: self._open_stream(addr), self.transport,
+                                           self._failed, asyncio.get_running_loop().time, self.stats)
+        if not link.put(q):
+            self._failed(addr, [q], "queue_full")
+
+    async def _open_stream(self, addr: str) -> grpc.aio.StreamUnaryCall:
+        if addr not in self.channels:
+            await self.channels.resolve(addr)
+        return self.channels.get(addr).stream_unary(f"/{SERVICE}/Stream")()
+
+    def _failed(self, addr: str, lost: list[Queued], why: str) -> None:
+        """Messages the link to ``addr`` could not write (``why``: queue_full, deadline, broken),
+        handed back to their senders; a broken stream drops its channel."""
+        if why == "broken":
+            self.channels.forget(addr)
+        for q in lost:
+            q.sender.stream_failed([q], why)
+
+    def close_unlinked(self, now: float) -> None:
+        """Close the idle links to addresses none of the peers here links to (at most once per
+        ``UNLINK_EVERY_S``)."""
+        if now - self._unlinked_at < UNLINK_EVERY_S:
+            return
+        self._unlinked_at = now
+        linked = {d.addr for p in self.peers.values() for d in p.core.union().values()}
+        for addr in [a for a, link in self.links.items() if a not in linked and link.idle()]:
+            self.spawn(self.links.pop(addr).close())
+            self.channels.forget(addr)
+            self.stats["channels_closed"] += 1
+
+    # --- receiving --------------------------------------------------------------------------
+
+    async def _rpc_ping(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        return await answer_ping(self.refusals, f"process of {self.addr}", data, context)
+
+    async def _rpc_stream(self, frames, context: grpc.aio.ServicerContext) -> bytes:
+        """The receiving end of a link: every message of every frame to the peer it names, in
+        order within its class; a bad frame or message is refused and counted, and the stream
+        goes on."""
+        await self.refusals.authorize(f"process of {self.addr}", context, PEER_SERVICE, "Stream")
+        if not any(p.accepting for p in self.peers.values()):
+            self.stats["refused_before_join"] += 1
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "not joined")
+        async for data in frames:
+            try:
+                envelopes = frame_messages(data)
+            except RemoteProtocolError as e:
+                self.refusals.reject(f"process of {self.addr}", context.peer(), e)
+                continue
+            for env in envelopes:
+                self._dispatch(env, context.peer())
+            if len(self._inbox) > INBOX_EVENTS:
+                self._inbox_room.clear()
+                await self._inbox_room.wait()
+        return b""
+
+    def _dispatch(self, env: peer_pb2.Envelope, origin: str) -> None:
+        peer = self.peers.get(env.dst) if env.HasField("dst") else None
+        try:
+            if peer is None:
+                raise RemoteProtocolError(f"a message for node {env.dst}, not hosted here" if env.HasField("dst")
+                                          else "a message without the node it is for")
+            wire = codec.WIRE_BY_RPC.get(env.rpc)
+            if wire is None:
+                raise RemoteProtocolError(f"a frame with a message of unknown type {env.rpc[:64]!r}")
+            incoming = codec.decode(wire, env.data)
+        except RemoteProtocolError as e:
+            (peer.refusals if peer else self.refusals).reject(peer.node_id if peer else f"process of {self.addr}", origin, e)
+            return
+        if not peer.accepting:
+            peer.stats["refused_before_join"] += 1
+        elif isinstance(incoming.msg, EventMsg):
+            self._queue_event(peer, incoming)
+        else:
+            peer.receive(incoming.src, incoming.msg, None)
+
+    def _hand_over(self, q: Queued) -> None:
+        """A message between two peers of this process, as ``_dispatch`` would deliver it decoded."""
+        peer = self.peers.get(q.dst)
+        if peer is None:
+            self.refusals.reject(f"process of {self.addr}", q.sender.node_id, RemoteProtocolError(f"a message for node {q.dst}, not hosted here"))
+        elif not peer.accepting:
+            peer.stats["refused_before_join"] += 1
+        elif isinstance(q.msg, EventMsg):
+            self._queue_event(peer, codec.Incoming(q.msg, q.sender.node_id, context_bytes(q.span)))
+        else:
+            peer.receive(q.sender.node_id, q.msg, None)
+
+    def _queue_event(self, peer: PeerShell, incoming: codec.Incoming) -> None:
+        self._inbox.append((peer, incoming))
+        if self._draining is None:
+            self._draining = asyncio.get_running_loop().create_task(self._drain_events())
+
+    async def _drain_events(self) -> None:
+        """Hand queued event copies to their peers, yielding to the loop every ``EVENTS_PER_TURN``."""
+        try:
+            while self._inbox:
+                for _ in range(min(EVENTS_PER_TURN, len(self._inbox))):
+                    peer, incoming = self._inbox.popleft()
+                    if peer.node_id in self.peers:  # not stopped meanwhile
+                        peer.receive(incoming.src, incoming.msg, remote_parent(*incoming.trace))
+                if len(self._inbox) <= INBOX_EVENTS:
+                    self._inbox_room.set()
+                await asyncio.sleep(0)
+        finally:
+            self._draining = None
+            self._inbox_room.set()

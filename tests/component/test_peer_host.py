@@ -1,0 +1,88 @@
+"""The peers of one process share a host (node/transport/host.py): one Peer server and address,
+one stream per other process, one span pipeline. Real gRPC on loopback: two hosts, A with 4
+peers and B with 2, flooding over the complete graph (static_gossip) with streamed links."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+import grpc
+
+from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc
+from node.core.static_gossip import StaticGossipConfig
+from node.transport import codec
+from node.transport.host import PeerHost
+from node.transport.settings import TransportSettings
+from node.transport.shell import PeerShell
+
+EVENTS = 20
+
+
+def span_threads() -> int:
+    return sum(t.name.startswith("OtelBatch") for t in threading.enumerate())
+
+
+async def two_hosts(tmp_path) -> dict:
+    transport = TransportSettings(mode="stream")
+    threads_before = span_threads()
+    hosts = [PeerHost(transport), PeerHost(transport)]
+    shells = [PeerShell(i, "static_gossip", StaticGossipConfig(gamma=1.0), 1, "t", tmp_path / "traces",
+                        transport=transport, peer_host=hosts[0 if i < 4 else 1]) for i in range(6)]
+    for s in shells:
+        await s.start()
+    channels = [grpc.aio.insecure_channel(f"127.0.0.1:{s.control_port}") for s in shells]
+    control = [control_pb2_grpc.ControlStub(ch) for ch in channels]
+    try:
+        for i, ctl in enumerate(control):
+            contacts = [codec.descriptor_to_pb(shells[j].core.me) for j in range(6) if j != i]
+            await ctl.Join(control_pb2.JoinRequest(topics=["a"], contacts=contacts), timeout=5)
+        for _ in range(EVENTS):
+            await control[0].Publish(control_pb2.PublishRequest(topic="a", payload=b"x"), timeout=5)
+        for _ in range(100):
+            if all(len(s.core.seen) == EVENTS for s in shells):
+                break
+            await asyncio.sleep(0.05)
+        stats = [control_pb2.Stats.FromString((await ctl.GetStats(control_pb2.Empty(), timeout=5)).SerializeToString())
+                 for ctl in control]
+        for ctl in control:
+            await ctl.Leave(control_pb2.Empty(), timeout=30)
+        return {"addrs": [s.addr for s in shells], "host_addrs": [h.addr for h in hosts],
+                "links": [sorted(h.links) for h in hosts], "seen": [len(s.core.seen) for s in shells],
+                "counters": [dict(st.counters) for st in stats], "span_threads": span_threads() - threads_before}
+    finally:
+        for ch in channels:
+            await ch.close()
+        for s in shells:
+            await s.stop()
+
+
+def test_peers_of_one_process_share_a_server_one_stream_per_process_and_one_span_thread(tmp_path):
+    r = asyncio.run(two_hosts(tmp_path))
+    a, b = r["host_addrs"]
+    assert r["addrs"] == [a] * 4 + [b] * 2 and a != b  # one address per process
+    assert r["links"] == [[b], [a]]  # a stream to the other process only: none within one
+    assert r["seen"] == [EVENTS] * 6
+    # Copies between the processes travel in streams, those within one never: the streams carried
+    # exactly the copies whose sender and receiver are in different processes (from the spans).
+    host = [0] * 4 + [1] * 2
+    receives, crossing = 0, 0
+    for node in range(6):
+        lines = (tmp_path / "traces" / f"node-{node}.jsonl").read_text().splitlines()
+        batches = [rs for line in lines for rs in json.loads(line)["resourceSpans"]]
+        resources = {a["value"]["intValue"] for rs in batches for a in rs["resource"]["attributes"]
+                     if a["key"] == "overlaylab.node_id"}
+        assert resources == {str(node)}  # each peer's spans in its own file, under its own resource
+        for rs in batches:
+            for span in rs["scopeSpans"][0]["spans"]:
+                attrs = {a["key"]: a["value"] for a in span["attributes"]}
+                if span["name"] == "receive":
+                    receives += 1
+                    crossing += host[int(attrs["pubsub.from"]["intValue"])] != host[node]
+    counters_a, counters_b = r["counters"][0], r["counters"][4]  # a process's counters ride with its first peer
+    assert 0 < crossing < receives
+    assert counters_a["stream_messages"] + counters_b["stream_messages"] == crossing
+    assert "stream_messages" not in r["counters"][1]
+    assert sum(c.get("events_received", 0) for c in r["counters"]) == receives
+    assert r["span_threads"] == 2  # one export thread per process, not per peer
