@@ -4,8 +4,9 @@ written to bench/results/load-64-peers.json.
 
 Sweeps the target rate upwards (doubling) on experiments/load-64-peers.yaml switched to flooding
 over CYCLON (gamma = 1, every subscriber reachable, so the hit ratio measures the load and not
-the overlay), 10 s of load per step, both transports at each rate in turn, and stops a transport
-after the first rate it fails. "Sustained" = hit ratio >= 0.999 within the 5 s delivery window
+the overlay), 10 s of load per step, both transports at each rate in turn, stops a transport
+after the first rate it fails, then halves the gap between its highest sustained rate and the
+first failed one ``BISECT`` times. "Sustained" = hit ratio >= 0.999 within the 5 s delivery window
 and Locust reaching >= 95% of the target.
 """
 
@@ -23,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 RATES = [5, 10, 20, 40, 80, 160]
+BISECT = 2
 OVERRIDES = ["protocol={name: gossip, params: {gamma: 1.0, cyclon: {view_size: 8, shuffle_length: 4, cycle_ms: 1000, "
              "timeout_ms: 500}}}",
              "workload.topics=8", "workload.subscriptions={min: 2, max: 2}", "publications.locust_users=10",
@@ -32,7 +34,10 @@ OVERRIDES = ["protocol={name: gossip, params: {gamma: 1.0, cyclon: {view_size: 8
 TRANSPORTS = ("unary", "stream")
 
 
-def step(rate: int, transport: str, out: Path) -> dict:
+def step(rate: int, transport: str, tmp: Path) -> dict:
+    """One run at ``rate`` over ``transport`` (in a folder of its own under ``tmp``), printed."""
+    out = tmp / f"{transport}-{rate}"
+    out.mkdir()
     cmd = [sys.executable, "-m", "controller.cli", "run", str(ROOT / "experiments" / "load-64-peers.yaml"),
            "--out", str(out), "--set", f"publications.rate_per_s={rate}", "--set", f"publications.count={rate * 10}",
            "--set", f"transport.mode={transport}"]
@@ -45,12 +50,15 @@ def step(rate: int, transport: str, out: Path) -> dict:
     [run_dir] = [p for p in out.iterdir() if p.is_dir()]
     s = json.loads((run_dir / "summary.json").read_text())
     offered = s["load"].get("offered_per_s") or 0.0
-    return {
+    r = {
         "target_per_s": rate, "offered_per_s": round(offered, 2), "published_per_s": s["load"]["published_per_s"],
         "hit_ratio": s["hit_ratio"], "latency_p50_ms": s["latency_ms"]["p50"], "latency_p99_ms": s["latency_ms"]["p99"],
         "locust_failures": s["load"]["locust"]["failures"], "wall_s": round(time.perf_counter() - start, 1),
         "sustained": (s["hit_ratio"] or 0) >= 0.999 and offered >= 0.95 * rate,
     }
+    print(f"{transport}, target {rate}/s: offered {r['offered_per_s']}/s, hit ratio {r['hit_ratio']}, "
+          f"p99 {r['latency_p99_ms']:.0f} ms, sustained {r['sustained']}", flush=True)
+    return r
 
 
 def main() -> None:
@@ -62,12 +70,15 @@ def main() -> None:
             if not going:
                 break
             for transport in going:
-                out = Path(tmp) / f"{transport}-{rate}"
-                out.mkdir()
-                r = step(rate, transport, out)
-                steps[transport].append(r)
-                print(f"{transport}, target {rate}/s: offered {r['offered_per_s']}/s, hit ratio {r['hit_ratio']}, "
-                      f"p99 {r['latency_p99_ms']:.0f} ms, sustained {r['sustained']}", flush=True)
+                steps[transport].append(step(rate, transport, Path(tmp)))
+        for transport in TRANSPORTS:
+            for _ in range(BISECT):
+                ok = [r["target_per_s"] for r in steps[transport] if r["sustained"]]
+                failed = [r["target_per_s"] for r in steps[transport] if not r["sustained"]]
+                if not ok or not failed or min(failed) - max(ok) < 2:
+                    break
+                rate = (max(ok) + min(failed)) // 2
+                steps[transport].append(step(rate, transport, Path(tmp)))
     best = {t: max((r["target_per_s"] for r in steps[t] if r["sustained"]), default=None) for t in TRANSPORTS}
     record = {
         "benchmark": "load-64-peers",
