@@ -116,6 +116,20 @@ def test_pods_and_their_nodes_match_the_layout_the_python_side_computes():
     assert sorted(n for pod in layout.churner_pods for n in pod) == sorted({e.node for e in plans.render(exp).churn.events})
 
 
+@pytest.mark.parametrize("mode", ["unary", "stream"])
+def test_a_pods_nodes_share_its_one_peer_port_with_streamed_links(mode):
+    exp = load_experiment("experiments/k8s-cluster-churn.yaml", [f"transport.mode={mode}"])
+    layout = pod_layout(exp, plans.render(exp), "ovl-test")
+    peer, control = layout.addrs(), layout.addrs(control=True)
+    shared = [(pod, nodes) for pod, nodes in layout.pods().items() if len(nodes) > 1]
+    assert shared
+    for pod, nodes in shared:
+        ports = [int(peer[n].rsplit(":", 1)[1]) for n in nodes]
+        assert ports == ([layout.port] * len(nodes) if mode == "stream" else [layout.port + k for k in range(len(nodes))])
+        assert [int(control[n].rsplit(":", 1)[1]) for n in nodes] == [layout.control_port + k for k in range(len(nodes))]
+        assert all(peer[n].startswith(pod) for n in nodes)
+
+
 def test_chaos_objects_follow_the_network_plan_and_probes_outlast_the_delay():
     objs = objects(render(SCENARIOS["churn-delay"]))
     chaos = {o["spec"]["action"]: o for o in objs if o["kind"] == "NetworkChaos"}
