@@ -2,7 +2,8 @@
 
 Small and boring on purpose: decode, feed the core, carry out its actions, arm one timer per
 name. The Peer service and the Control service listen on ports of their own (Control on
-loopback unless a controller in another pod must reach it); with the run's credentials both
+loopback unless a controller in another pod must reach it; in stream mode the Peer service is
+the process's, :mod:`node.transport.host`); with the run's credentials both
 take mutual TLS only and each method only from the roles ``security.py`` allows (else
 PERMISSION_DENIED, counted in ``unauthorized``). Messages of both services arrive as raw bytes
 (the handlers do their own decoding), so a malformed or oversized message is rejected with
@@ -113,10 +114,10 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         Control service's is ``control_port``."""
         control = {m: grpc.unary_unary_rpc_method_handler(self._control_handler(m, getattr(self, m)))
                    for m in codec.CONTROL_REQUESTS}
-        if self.transport.mode == "stream":  # the process's one Peer server
-            port = await self.peer_host.add(self, port)
+        shared_port = await self.peer_host.add(self, port)
+        if self.peer_host.streams:  # the process's one Peer server
+            port = shared_port
         else:
-            await self.peer_host.add(self, 0)
             handlers = {w.rpc: grpc.unary_unary_rpc_method_handler(self._handler(w)) for w in codec.WIRE_TYPES}
             handlers["Ping"] = grpc.unary_unary_rpc_method_handler(self._rpc_ping)
             self.server, port = listen(SERVICE, handlers, self.host, port, self.credentials)
