@@ -21,7 +21,8 @@ BACKEND ?= local
 
 .PHONY: setup run test lint test-unit test-component proto proto-check bench bench-sim bench-load bench-spans bench-peers bench-poldercast bench-spark bench-identity clean \
 	chart-schema chart-render chart-check image test-image \
-	cluster-build cluster-images cluster-up cluster-down test-cluster bench-cluster
+	cluster-build cluster-images cluster-up cluster-down test-cluster bench-cluster \
+	chaos-build chaos-up chaos-down bench-chaos-mesh
 
 setup: $(STAMP)
 
@@ -124,12 +125,26 @@ cluster-up: cluster-images
 cluster-down:
 	k8s/down.sh
 
-test-cluster: setup $(HELM) cluster-up
+# Chaos Mesh on that cluster: built from the Go module proxy into .cache/chaos-mesh, installed
+# with its own chart (k8s/chaos-mesh). test-cluster's Chaos Mesh tests install and remove it.
+chaos-build:
+	k8s/chaos-mesh/build.sh
+
+chaos-up: setup $(HELM) chaos-build
+	k8s/chaos-mesh/up.sh
+
+chaos-down: setup
+	k8s/chaos-mesh/down.sh
+
+test-cluster: setup $(HELM) cluster-up chaos-build
 	KUBECONFIG=/etc/k8s/admin.kubeconfig $(PY) -m pytest -m cluster -p no:cacheprovider tests/cluster; \
 	  rc=$$?; k8s/down.sh; exit $$rc
 
 bench-cluster: setup
 	$(PY) bench/cluster.py
+
+bench-chaos-mesh: setup $(HELM)
+	$(PY) bench/chaos_mesh.py
 
 bench: bench-sim bench-load bench-spans bench-peers bench-poldercast bench-spark
 

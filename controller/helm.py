@@ -116,7 +116,9 @@ def chaos_values(exp: Experiment, plan: plans.Plan, layout) -> dict:
         if split:
             raise ExperimentError(f"network.partitions.{k}: pods {split} host nodes on both sides of the cut; "
                                   "Chaos Mesh cuts whole pods (set k8s.peers_per_pod: 1)")
-        partitions.append({"name": f"partition-{k}", "pods": pods, "startS": w.start_s, "endS": w.end_s})
+        others = sorted(set(layout.pods()) - set(pods))
+        partitions.append({"name": f"partition-{k}", "pods": pods, "others": others,
+                           "startS": w.start_s, "endS": w.end_s})
     return {
         "enabled": True,
         "delay": {"latencyMs": net.delay.ms, "jitterMs": net.jitter_ms} if net.delay.ms or net.jitter_ms else None,
@@ -183,7 +185,9 @@ def values_schema() -> dict:
                                                                       "maximum": 100}}, ["percent"])]},
                 "partitions": {"type": "array", "items": obj({
                     "name": string, "pods": {"type": "array", "items": string},
-                    "startS": {"type": "number"}, "endS": {"type": "number"}}, ["name", "pods", "startS", "endS"])},
+                    "others": {"type": "array", "items": string},
+                    "startS": {"type": "number"}, "endS": {"type": "number"}},
+                    ["name", "pods", "others", "startS", "endS"])},
                 "podKill": {"oneOf": [{"type": "null"}, obj({
                     "every": {"type": "string", "pattern": "^[0-9]+s$"},
                     "startS": {"type": "number"}, "endS": {"type": "number"}}, ["every", "startS", "endS"])]},

@@ -150,8 +150,16 @@ evictionHard: {memory.available: "200Mi", nodefs.available: "1%", nodefs.inodesF
 maxPods: 250
 serializeImagePulls: false
 EOF
+# NetworkChaos delay and loss need the kernel's netem qdisc: try it in a throwaway network
+# namespace and label the node with the answer (the k8s runner refuses such plans up front on a
+# node labelled absent).
+netem=present
+ip netns add overlaylab-netem-probe
+tc -n overlaylab-netem-probe qdisc add dev lo root netem delay 1ms 2>/dev/null || netem=absent
+ip netns del overlaylab-netem-probe
 start kubelet kubelet --config $ETC/kubelet.yaml --kubeconfig $ETC/kubelet.kubeconfig \
-  --hostname-override $NODE --node-ip $NODE_IP --root-dir /var/lib/kubelet --v=1
+  --hostname-override $NODE --node-ip $NODE_IP --root-dir /var/lib/kubelet --v=1 \
+  --node-labels overlaylab.io/netem=$netem
 cat > $ETC/kube-proxy.yaml <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration

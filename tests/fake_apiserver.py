@@ -5,7 +5,8 @@ status, delete, pod log, service proxy), stores objects in memory, and answers 4
 schema's message when a created object is not valid for its kind (kubernetes-validate --strict
 for built-in kinds, Chaos Mesh's CRDs for its kinds). It plays the cluster too: a StatefulSet
 reports all replicas ready, the controller Job succeeds (or fails) after a few status reads, and
-the Collector Service's ``results`` port serves tarballs of run directories under ``volume``.
+the Collector Service's ``results`` port serves tarballs of run directories under ``volume``;
+it has one node (labels as given) and Chaos Mesh's resources unless ``chaos_mesh=False``.
 """
 
 from __future__ import annotations
@@ -27,8 +28,12 @@ PATH = re.compile(r"^/(?:api/v1|apis/(?P<group>[^/]+)/(?P<version>[^/]+))/namesp
 
 
 class FakeAPIServer:
-    def __init__(self, volume: Path, job_outcome: str = "succeeded", job_polls: int = 2) -> None:
+    def __init__(self, volume: Path, job_outcome: str = "succeeded", job_polls: int = 2, *,
+                 chaos_mesh: bool = True, node_labels: dict[str, str] | None = None) -> None:
         self.volume = volume
+        self.chaos_mesh = chaos_mesh
+        """Whether Chaos Mesh's CRDs are installed (if not, its resources answer 404)."""
+        self.nodes = [{"kind": "Node", "apiVersion": "v1", "metadata": {"name": "node1", "labels": node_labels or {}}}]
         self.job_outcome = job_outcome
         self.job_polls = job_polls
         self.objects: dict[tuple[str, str], dict] = {}
@@ -91,7 +96,12 @@ class FakeAPIServer:
 
             def do_GET(self) -> None:
                 m, query = self._route()
-                if m is None:
+                if urlparse(self.path).path == "/api/v1/nodes":
+                    selector = query.get("labelSelector", [""])[0]
+                    items = [n for n in fake.nodes if self._selected(n, selector)]
+                    self._send(200, {"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": items})
+                    return
+                if m is None or (m["group"] == "chaos-mesh.org" and not fake.chaos_mesh):
                     self._status(404, "NotFound", self.path)
                     return
                 plural, name, sub = m["plural"], m["name"], m["sub"]

@@ -11,9 +11,10 @@ With ``k8s.network_faults: chaos_mesh`` the peers emulate nothing: the chart's N
 objects delay and drop packets in the kernel, and each partition, rendered paused, is resumed
 at its start and deleted at its end. With ``k8s.churn_faults: chaos_mesh`` the chart's PodChaos
 Schedule kills churner pods instead of the controller: the controller resumes it when the
-measurement starts, deletes it when the load ends, and meanwhile watches the churner pods: a
-pod with a new uid is recorded as a crash (within ``POLL_S``) and its node joined again once
-its peer answers.
+measurement starts, deletes it when the load ends, and meanwhile reads the kills Chaos Mesh
+reports in the status of the PodChaos objects the Schedule creates: each is recorded (a
+``pod_kill``, and a ``crash`` of a node that was up, within ``POLL_S``) and its node joined again
+once its pod is back and its peer answers.
 The load phase drives the Locust master of the chart through Locust's web API (``/swarm``,
 ``/stop``) and keeps its CSV statistics and HTML report. Without Kubernetes (``--no-kube``) the
 plan must have no churn.
@@ -133,6 +134,8 @@ class ClusterDriver(Driver):
         return super()._step(step)
 
     async def _watch_pod_kills(self, end_s: float) -> None:
+        """Resume the Schedule, record each kill Chaos Mesh reports, join the node again once its
+        pod is back; delete the Schedule at ``end_s``."""
         name = f"{self.layout.release}-pod-kill"
         args = ("chaos-mesh.org", "v1alpha1", self.namespace, "schedules", name)
         resume = {"metadata": {"annotations": {"experiment.chaos-mesh.org/pause": "false"}}}
@@ -140,24 +143,34 @@ class ClusterDriver(Driver):
         self.timeline.record(time.time_ns(), "fault_on", None, fault="pod_kill", chaos=name)
         loop = asyncio.get_running_loop()
         stop_at = self.t0 + end_s
-        rejoins = []
-        churners = [pod for pod in self.layout.pods() if "-churner-" in pod]
+        rejoins, seen = [], set()
         while loop.time() < stop_at:
-            for pod in churners:
-                try:
-                    uid = (await self._read_pod(pod)).metadata.uid
-                except Exception:
-                    uid = None
-                if uid != self.uids[pod]:
-                    (node,) = self.layout.nodes_of(pod)
-                    if node in self.alive:
-                        self.alive.discard(node)
-                        self.timeline.record(time.time_ns(), "crash", node, by="chaos_mesh")
-                        rejoins.append(asyncio.ensure_future(self._rejoin(node, loop.time() - self.t0)))
+            for chaos, pod, killed_at in await asyncio.to_thread(self._pod_kills, name):
+                if (chaos, pod) in seen:
+                    continue
+                seen.add((chaos, pod))
+                (node,) = self.layout.nodes_of(pod)
+                self.timeline.record(time.time_ns(), "pod_kill", node, chaos=chaos, pod=pod, killed_at=killed_at)
+                if node in self.alive:
+                    self.alive.discard(node)
+                    self.timeline.record(time.time_ns(), "crash", node, by="chaos_mesh", chaos=chaos)
+                    rejoins.append(asyncio.ensure_future(self._rejoin(node, loop.time() - self.t0)))
             await asyncio.sleep(POLL_S)
         await asyncio.to_thread(self.custom.delete_namespaced_custom_object, *args)
         self.timeline.record(time.time_ns(), "fault_off", None, fault="pod_kill", chaos=name)
         await asyncio.gather(*rejoins, return_exceptions=True)
+
+    def _pod_kills(self, schedule: str) -> list[tuple[str, str, str]]:
+        """(PodChaos, pod, time) of each kill the Schedule's PodChaos objects report done: a
+        container record whose Apply event succeeded (Chaos Mesh labels the objects a Schedule
+        creates ``managed-by: <schedule>``)."""
+        items = self.custom.list_namespaced_custom_object(
+            "chaos-mesh.org", "v1alpha1", self.namespace, "podchaos", label_selector=f"managed-by={schedule}")["items"]
+        return [(item["metadata"]["name"], record["id"].rpartition("/")[2], event["timestamp"])
+                for item in items
+                for record in (item.get("status") or {}).get("experiment", {}).get("containerRecords") or []
+                for event in record.get("events") or []
+                if event.get("operation") == "Apply" and event.get("type") == "Succeeded"]
 
     async def _read_pod(self, pod: str):
         return await asyncio.to_thread(self.core.read_namespaced_pod, pod, self.namespace)

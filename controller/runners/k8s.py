@@ -27,7 +27,7 @@ from pathlib import Path
 import yaml
 
 from .. import plans
-from ..config import Experiment
+from ..config import Experiment, ExperimentError
 from ..helm import CHART, helm_values, sweep_values
 from ..hosting import release_name
 from ..progress import console, phase
@@ -35,6 +35,8 @@ from ..rundir import RunDir
 from .base import Runner
 
 RUN_ID_LABEL = "overlaylab.io/run-id"
+NETEM_LABEL = "overlaylab.io/netem"
+"""A node label: ``absent`` where the kernel has no netem (k8s/up.sh probes it)."""
 POLL_S = 2.0
 SETTLE_S = 3.0
 """After the Job ends: time for the Collector's batch processor and file exporter to write."""
@@ -129,6 +131,26 @@ class Cluster:
                                                        propagation_policy="Background")
         return len(items)
 
+    def chaos_mesh_installed(self) -> bool:
+        try:
+            self.custom.list_namespaced_custom_object("chaos-mesh.org", "v1alpha1", self.namespace, "schedules",
+                                                      limit=1)
+        except self.client.ApiException as e:
+            if e.status == 404:  # no such resource: the CRDs are not there
+                return False
+            raise
+        return True
+
+    def nodes_labelled(self, label: str, value: str) -> list[str] | None:
+        """The nodes labelled ``label=value``; None where this user may not list nodes."""
+        try:
+            nodes = self.client.CoreV1Api(self.api_client).list_node(label_selector=f"{label}={value}").items
+        except self.client.ApiException as e:
+            if e.status == 403:
+                return None
+            raise
+        return [n.metadata.name for n in nodes]
+
     def stateful_sets_ready(self, selector: str) -> tuple[int, int]:
         sets = self.client.AppsV1Api(self.api_client).list_namespaced_stateful_set(
             self.namespace, label_selector=selector).items
@@ -167,6 +189,7 @@ class K8sRunner(Runner):
         rd.write_text("helm-values.yaml", values)
         objects = render_chart(values, release, k.namespace)
         cluster = self.cluster or Cluster(k.namespace, k.context)
+        preflight(cluster, yaml.safe_load(values)["chaos"])
         selector = f"{RUN_ID_LABEL}={run_id}"
         console.print(f"k8s: release {release} in namespace {k.namespace}: {len(objects)} objects")
         try:
@@ -208,6 +231,24 @@ class K8sRunner(Runner):
         if not (rd.path / "run.json").exists():
             raise K8sError(f"the fetched run directory has no run.json: {sorted(p.name for p in rd.path.iterdir())}")
         console.print(f"k8s: fetched {rd.run_id} ({len(data) / 1e6:.1f} MB)")
+
+
+def preflight(cluster: Cluster, chaos: dict) -> None:
+    """Refuse, before anything is created, a run the cluster cannot carry out: Chaos Mesh objects
+    without Chaos Mesh, NetworkChaos delay or loss on a node without netem (k8s/up.sh labels its
+    node with what it found; on other clusters Chaos Mesh reports the failure in the object)."""
+    if not chaos["enabled"]:
+        return
+    if not cluster.chaos_mesh_installed():
+        raise ExperimentError(f"k8s.network_faults or k8s.churn_faults is chaos_mesh, but namespace {cluster.namespace} has "
+                       "no chaos-mesh.org resources: install Chaos Mesh (make chaos-up on the real-cluster tier; "
+                       "docs/kubernetes.md)")
+    if chaos["delay"] or chaos["loss"]:
+        lacking = cluster.nodes_labelled(NETEM_LABEL, "absent")
+        if lacking:
+            raise ExperimentError(f"network delay, jitter or loss with k8s.network_faults: chaos_mesh needs the kernel's netem "
+                           f"queueing discipline (sch_netem), which node(s) {', '.join(lacking)} lack "
+                           f"({NETEM_LABEL}=absent); set k8s.network_faults: peers (the peers' own link emulation)")
 
 
 def fetch_run(cluster: Cluster, release: str, run_id: str, out: Path) -> bytes:

@@ -137,7 +137,10 @@ def test_chaos_objects_follow_the_network_plan_and_probes_outlast_the_delay():
     assert chaos["loss"]["spec"]["loss"]["loss"] == "1"
     part = chaos["partition"]
     assert part["metadata"]["annotations"]["experiment.chaos-mesh.org/pause"] == "true"
-    assert len(part["spec"]["selector"]["pods"][NAMESPACE]) == 4
+    cut, others = part["spec"]["selector"]["pods"][NAMESPACE], part["spec"]["target"]["selector"]["pods"][NAMESPACE]
+    peers = {o["metadata"]["name"] for o in objs if o["kind"] == "StatefulSet"}
+    assert len(cut) == 4 and not set(cut) & set(others) and len(cut) + len(others) == 48
+    assert {p.rsplit("-", 1)[0] for p in cut + others} <= peers  # <statefulset>-<ordinal>
     probe = next(o for o in objs if o["kind"] == "StatefulSet")["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]
     assert probe["timeoutSeconds"] * 1000 > 2 * (50 + 10)
 

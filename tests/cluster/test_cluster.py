@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 
+import pyarrow.parquet as pq
 import pytest
 import yaml
 from kubernetes import client, config
@@ -20,6 +21,7 @@ from controller.runners.k8s import helm_binary
 from node.core import builtin_protocols
 from tests.conftest import ROOT
 from tests.helpers import conformance_experiment, one_per_module, reached_sets
+from tests.k8s_schemas import CRDS
 
 CLUSTER_SETTINGS = [
     "k8s.namespace=default", "k8s.image_pull_policy=Never", "k8s.collector_image=overlaylab/otelcol:0.165.0",
@@ -244,3 +246,92 @@ def test_a_sweep_runs_as_an_indexed_job_and_gives_the_runs_it_gives_here(api, tm
         for name in ("traces/spans.parquet", "snapshots.jsonl", "stats.jsonl"):
             assert digest(on_k8s / a["run_dir"] / name) == digest(local / b["run_dir"] / name), (a["point"], name)
     assert wait_gone(api, on_k8s.name) == []
+
+
+# --- Chaos Mesh, built from the module proxy (make chaos-build) and installed by its own chart ----
+
+@pytest.fixture(scope="module")
+def chaos_mesh(api):
+    """Chaos Mesh as `make chaos-up` installs it; at the end `make chaos-down`, which must leave
+    no chaos-mesh.org CRD and no chaos-mesh namespace behind."""
+    up = subprocess.run([str(ROOT / "k8s" / "chaos-mesh" / "up.sh")], capture_output=True, text=True, timeout=600)
+    assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
+    yield
+    down = subprocess.run([str(ROOT / "k8s" / "chaos-mesh" / "down.sh")], capture_output=True, text=True, timeout=600)
+    assert down.returncode == 0, down.stdout[-3000:] + down.stderr[-3000:]
+    crds = client.ApiextensionsV1Api(api).list_custom_resource_definition().items
+    assert [c.metadata.name for c in crds if c.spec.group == "chaos-mesh.org"] == []
+    assert "chaos-mesh" not in {n.metadata.name for n in client.CoreV1Api(api).list_namespace().items}
+
+
+def without_descriptions(schema):
+    if isinstance(schema, dict):
+        return {k: without_descriptions(v) for k, v in schema.items() if k != "description"}
+    if isinstance(schema, list):
+        return [without_descriptions(v) for v in schema]
+    return schema
+
+
+def test_the_chart_check_validates_against_the_schemas_of_the_chaos_mesh_that_runs(api, chaos_mesh):
+    installed = {c.spec.names.kind: c for c in client.ApiextensionsV1Api(api).list_custom_resource_definition().items
+                 if c.spec.group == "chaos-mesh.org"}
+    copies = sorted(CRDS.glob("*.yaml"))
+    assert len(copies) == 3
+    for path in copies:
+        copy = yaml.safe_load(path.read_text())
+        (version,) = copy["spec"]["versions"]
+        live = api.sanitize_for_serialization(installed[copy["spec"]["names"]["kind"]].spec.versions[0].schema)
+        assert without_descriptions(live["openAPIV3Schema"]) == without_descriptions(
+            version["schema"]["openAPIV3Schema"]), path.name
+
+
+def test_chaos_mesh_kills_churner_pods_on_its_schedule_and_the_overlay_recovers(api, chaos_mesh, tmp_path):
+    summary, timeline = run_and_summarise(tmp_path, "experiments/k8s-cluster-pod-kill.yaml")
+    kills = [e for e in timeline if e["kind"] == "pod_kill"]
+    crashes = [e for e in timeline if e["kind"] == "crash"]
+    rejoins = [e for e in timeline if e["kind"] == "join" and not e.get("initial")]
+    # one kill every 20 s of a 40 s window, read from the PodChaos objects' status
+    assert 1 <= len(kills) <= 3
+    assert all("-churner-" in e["pod"] and e["chaos"] and e["killed_at"] for e in kills)
+    assert crashes and all(e["by"] == "chaos_mesh" for e in crashes)
+    assert sorted(e["node"] for e in rejoins) == sorted(e["node"] for e in crashes)
+    assert summary["churn"]["crashes"] == len(crashes)
+    assert summary["hit_ratio"] >= 0.99
+    assert wait_gone(api, summary["run_id"]) == []
+    custom = client.CustomObjectsApi(api)
+    for plural in ("schedules", "podchaos"):
+        assert custom.list_namespaced_custom_object("chaos-mesh.org", "v1alpha1", "default", plural)["items"] == []
+
+
+def test_a_chaos_mesh_partition_keeps_events_on_their_side_until_it_heals(api, chaos_mesh, tmp_path):
+    """NetworkChaos partition (iptables and ipset in the pods' network namespaces): during the
+    cut no copy crosses between pods 0-3 and the rest; before it and from 5 s after it, every
+    subscriber gets every event. Read from the deliveries the analysis wrote."""
+    summary, timeline = run_and_summarise(tmp_path, "experiments/k8s-cluster-partition.yaml")
+    run_dir = tmp_path / summary["run_id"]
+    on, off = ([e["t_ns"] for e in timeline if e["kind"] == kind and e.get("fault") == "partition"]
+               for kind in ("fault_on", "fault_off"))
+    (on,), (off,) = on, off
+    events = {r["event_id"]: r for r in pq.read_table(run_dir / "metrics" / "events.parquet").to_pylist()}
+    deliveries = pq.read_table(run_dir / "metrics" / "deliveries.parquet").to_pylist()
+    cut, s = {0, 1, 2, 3}, 1_000_000_000
+
+    def published(lo, hi):
+        return [r for r in deliveries if lo <= events[r["event_id"]]["t0_ns"] < hi]
+
+    during = published(on + s, off - s)
+    across = [r for r in during if (events[r["event_id"]]["publisher"] in cut) != (r["node"] in cut)]
+    assert len(across) >= 20 and not any(r["delivered"] for r in across)
+    for rows in (published(0, on), published(off + 5 * s, 2**63)):
+        assert len(rows) >= 100 and all(r["delivered"] for r in rows)
+    assert wait_gone(api, summary["run_id"]) == []
+
+
+def test_netem_delay_is_refused_up_front_on_this_kernel_naming_what_is_missing(api, chaos_mesh, tmp_path):
+    (node,) = client.CoreV1Api(api).list_node().items
+    assert node.metadata.labels["overlaylab.io/netem"] == "absent"  # k8s/up.sh's probe: no sch_netem here
+    pods_before = {p.metadata.name for p in client.CoreV1Api(api).list_namespaced_pod("default").items}
+    done = overlaylab("run", "experiments/k8s-churn-delay.yaml", "--out", str(tmp_path), *sets())
+    assert done.returncode == 2
+    assert "netem queueing discipline (sch_netem), which node(s) node1 lack" in done.stdout + done.stderr
+    assert {p.metadata.name for p in client.CoreV1Api(api).list_namespaced_pod("default").items} <= pods_before

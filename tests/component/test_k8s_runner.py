@@ -9,7 +9,7 @@ import json
 import pytest
 from kubernetes import client
 
-from controller.config import load_experiment
+from controller.config import ExperimentError, load_experiment
 from controller.rundir import RunDir
 from controller.runners import k8s
 from controller.runners.sim import SimRunner
@@ -80,3 +80,33 @@ def test_an_object_the_api_server_rejects_stops_the_run_and_leaves_nothing(tmp_p
         fake.close()
     assert err.value.status == 422 and "latencyy" in err.value.body
     assert fake.objects == {}
+
+
+def test_netem_faults_on_a_node_without_netem_are_refused_before_anything_is_created(tmp_path):
+    exp, rd, fake, cluster = setup_run(tmp_path, node_labels={k8s.NETEM_LABEL: "absent"})
+    try:
+        with pytest.raises(ExperimentError, match=r"netem queueing discipline \(sch_netem\), which node\(s\) node1 lack"):
+            k8s.K8sRunner(cluster).run(exp, rd)
+    finally:
+        fake.close()
+    assert [m for m, _ in fake.requests if m == "POST"] == []
+
+
+def test_the_same_plan_runs_where_the_node_has_netem_or_says_nothing(tmp_path):
+    for labels in ({k8s.NETEM_LABEL: "present"}, {}):
+        exp, rd, fake, cluster = setup_run(tmp_path / str(len(labels)), node_labels=labels)
+        try:
+            k8s.K8sRunner(cluster).run(exp, rd)
+        finally:
+            fake.close()
+        assert any("/networkchaos" in p for m, p in fake.requests if m == "POST")
+
+
+def test_chaos_mesh_faults_without_chaos_mesh_are_refused_before_anything_is_created(tmp_path):
+    exp, rd, fake, cluster = setup_run(tmp_path, "experiments/k8s-pod-kill.yaml", chaos_mesh=False)
+    try:
+        with pytest.raises(ExperimentError, match="no chaos-mesh.org resources: install Chaos Mesh"):
+            k8s.K8sRunner(cluster).run(exp, rd)
+    finally:
+        fake.close()
+    assert [m for m, _ in fake.requests if m == "POST"] == []
