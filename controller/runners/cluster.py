@@ -40,6 +40,8 @@ from ..rundir import RunDir
 from .driver import EMPTY, Driver, http_request
 
 POLL_S = 1.0
+CHAOS_POLL_S = 0.2
+CHAOS_TIMEOUT_S = 60.0
 COLLECTOR_PORT = 4317
 """The chart's Collector Service, OTLP/gRPC (helm/overlaylab/templates/collector.yaml)."""
 
@@ -113,12 +115,35 @@ class ClusterDriver(Driver):
             await super().apply_partition(cut, on)
             return
         k = next(i for i, w in enumerate(self.plan.network.partitions) if w.nodes == cut)
-        args = ("chaos-mesh.org", "v1alpha1", self.namespace, "networkchaos", f"{self.layout.release}-partition-{k}")
+        name = f"{self.layout.release}-partition-{k}"
+        args = ("chaos-mesh.org", "v1alpha1", self.namespace, "networkchaos", name)
         if on:
             patch = {"metadata": {"annotations": {"experiment.chaos-mesh.org/pause": "false"}}}
             await asyncio.to_thread(self.custom.patch_namespaced_custom_object, *args, patch)
         else:
             await asyncio.to_thread(self.custom.delete_namespaced_custom_object, *args)
+        # Chaos Mesh takes seconds to set up (or remove) the rules in every pod: the timeline says
+        # when the cut was really in place and when it was really gone.
+        deadline = time.monotonic() + CHAOS_TIMEOUT_S
+        while not await asyncio.to_thread(self._chaos_settled, args, on):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"NetworkChaos {name}: not {'injected' if on else 'recovered'} "
+                                   f"after {CHAOS_TIMEOUT_S:g} s")
+            await asyncio.sleep(CHAOS_POLL_S)
+        self.timeline.record(time.time_ns(), "chaos_injected" if on else "chaos_recovered", None,
+                             fault="partition", nodes=sorted(cut), chaos=name)
+
+    def _chaos_settled(self, args: tuple, injected: bool) -> bool:
+        """Injected: its AllInjected condition is true; recovered: the object is gone (Chaos Mesh
+        removes its finalizer once every pod's rules are undone)."""
+        try:
+            obj = self.custom.get_namespaced_custom_object(*args)
+        except Exception as e:  # kubernetes.client.ApiException
+            if getattr(e, "status", None) == 404:
+                return not injected
+            raise
+        conditions = {c["type"]: c["status"] for c in (obj.get("status") or {}).get("conditions") or []}
+        return injected and conditions.get("AllInjected") == "True"
 
     def steps(self) -> list[plans.Step]:
         """With Chaos Mesh churn, its Schedule kills the pods: the plan's churn steps give way

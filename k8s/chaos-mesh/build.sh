@@ -2,8 +2,8 @@
 # Build Chaos Mesh from the Go module proxy into .cache/chaos-mesh/<version>/ (outside git), the
 # way k8s/build.sh builds Kubernetes: chaos-controller-manager, chaos-daemon and its helper cdh
 # from the wrapper module here (go.mod pins the chaos-mesh module, its api module and the k8s.io
-# versions its own go.mod replaces), pause from its hack/pause.c, and the chart with its CRDs
-# copied from that same source. Then two images on the project's debootstrap base (nothing is
+# versions its own go.mod replaces), pause from its hack/pause.c, and the chart with CRDs
+# generated from that same source. Then two images on the project's debootstrap base (nothing is
 # pulled): overlaylab/chaos-mesh (the controller-manager) and overlaylab/chaos-daemon (iptables,
 # ipset and iproute2 from Debian; nsexec is the shim beside this script). Idempotent.
 set -euo pipefail
@@ -27,8 +27,20 @@ build chaos-daemon chaos-daemon 1
 build cdh chaos-daemon-helper 1
 src=$(go list -m -f '{{.Dir}}' $mod)
 [ -x "$out/bin/pause" ] || gcc -Os -static -o "$out/bin/pause" "$src/hack/pause.c"
+# The chart from the module's source; its CRDs generated as upstream does (`make config`:
+# controller-gen over the api module) from the api module the binaries were built with, which
+# the proxy serves only at a later commit than the main module's (it adds NetworkChaos
+# partitionBehavior: with the older CRDs the API server prunes it and Chaos Mesh's webhook then
+# refuses every status update of a NetworkChaos, "Cannot update chaos spec").
 if [ ! -d "$out/chart" ]; then
-  cp -r "$src/helm/chaos-mesh" "$out/chart.tmp" && chmod -R u+w "$out/chart.tmp" && mv "$out/chart.tmp" "$out/chart"
+  tmp=$(mktemp -d)
+  cp -r "$src/helm/chaos-mesh" "$tmp/chart" && cp -r "$(go list -m -f '{{.Dir}}' $mod/api)" "$tmp/api"
+  chmod -R u+w "$tmp"
+  GOBIN=$out/bin go install sigs.k8s.io/controller-tools/cmd/controller-gen@v0.18.0
+  rm "$tmp"/chart/crds/*
+  (cd "$tmp/api" && "$out/bin/controller-gen" crd:ignoreUnexportedFields=true,crdVersions=v1 paths=./... \
+     output:crd:artifacts:config="$tmp/chart/crds")
+  mv "$tmp/chart" "$out/chart" && rm -rf "$tmp"
 fi
 
 "$root/scripts/debootstrap_base.sh" overlaylab-base:bookworm

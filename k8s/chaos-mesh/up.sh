@@ -3,6 +3,7 @@
 # imported into the cluster's containerd, then its own chart (CRDs included) into namespace
 # chaos-mesh: one controller-manager, chaos-daemon on the node talking to the cluster's
 # containerd; no dashboard, DNS server or Prometheus. Waits until both are ready. Needs root.
+# It first runs down.sh: helm installs a chart's CRDs but never upgrades them.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -13,6 +14,7 @@ out=$root/.cache/chaos-mesh/$tag
 HELM=${HELM:-$root/.venv/bin/helm}
 export KUBECONFIG=${KUBECONFIG:-/etc/k8s/admin.kubeconfig}
 [ -d "$out/chart" ] || { echo "no Chaos Mesh build in $out: run make chaos-build" >&2; exit 1; }
+"$here/down.sh" >/dev/null
 for img in overlaylab/chaos-mesh:$tag overlaylab/chaos-daemon:$tag; do
   docker save "$img" | ctr -a /run/k8s/containerd.sock -n k8s.io images import - >/dev/null
 done
