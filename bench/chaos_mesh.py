@@ -1,9 +1,10 @@
 """`make bench-chaos-mesh` (root): how long Chaos Mesh takes to build and to install on the real
 cluster, into bench/results/chaos-mesh.json.
 
-- cold build: k8s/chaos-mesh/build.sh with empty Go module and build caches and no binaries
-  (everything downloaded from the module proxy and compiled), in temporary cache directories;
-- warm build: the same with this machine's caches kept (only the binaries removed);
+- cold build: k8s/chaos-mesh/build.sh with empty Go module and build caches and nothing built
+  (everything downloaded from the module proxy and compiled, the CRDs generated), in temporary
+  cache directories;
+- warm build: the same with this machine's caches kept (only what it built removed);
 - install (k8s/chaos-mesh/up.sh, until the controller-manager and chaos-daemon are ready) and
   removal (down.sh), on a cluster k8s/up.sh starts for the purpose and stops afterwards.
 
@@ -12,15 +13,12 @@ Side by side in one invocation (the machine is shared and noisy): compare the ra
 
 from __future__ import annotations
 
-import json
-import os
-import platform
 import re
 import shutil
 import tempfile
 from pathlib import Path
 
-from cluster import IMAGES, RESULTS, ROOT, timed  # bench/cluster.py, beside this file
+from cluster import IMAGES, ROOT, builds, timed, write  # bench/cluster.py, beside this file
 
 GO_MOD = ROOT / "k8s" / "chaos-mesh" / "go.mod"
 
@@ -30,14 +28,14 @@ def version() -> str:
 
 
 def build(env: dict | None = None) -> float:
-    binaries = ROOT / ".cache" / "chaos-mesh" / version().rsplit("-", 1)[1] / "bin"
-    keep = Path(tempfile.mkdtemp()) / "bin"
-    shutil.move(binaries, keep)  # kept aside, so a failed build leaves the working binaries
+    built = ROOT / ".cache" / "chaos-mesh" / version().rsplit("-", 1)[1]  # binaries, chart, CRDs
+    keep = Path(tempfile.mkdtemp()) / "built"
+    shutil.move(built, keep)  # kept aside, so a failed build leaves the working ones
     try:
         return timed(["k8s/chaos-mesh/build.sh"], env)
     except Exception:
-        shutil.rmtree(binaries, ignore_errors=True)
-        shutil.move(keep, binaries)
+        shutil.rmtree(built, ignore_errors=True)
+        shutil.move(keep, built)
         raise
 
 
@@ -51,19 +49,13 @@ def main() -> None:
         down = timed(["k8s/chaos-mesh/down.sh"])
     finally:
         timed(["k8s/down.sh"])
-    result = {
-        "what": f"Chaos Mesh {version()}: chaos-controller-manager, chaos-daemon, cdh, pause, both images",
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-        "cold_build_s": cold,
-        "warm_build_s": warm,
-        "cold_over_warm": round(cold / warm, 1),
+    write("chaos-mesh.json", {
+        "what": f"Chaos Mesh {version()}: chaos-controller-manager, chaos-daemon, cdh, pause, CRDs, both images",
+        **builds(cold, warm),
         "install_s": up,
         "remove_s": down,
         "note": "the builds include the images; install_s includes importing them into containerd and helm --wait",
-    }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "chaos-mesh.json").write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    })
 
 
 if __name__ == "__main__":

@@ -330,6 +330,43 @@ def test_a_chaos_mesh_partition_keeps_events_on_their_side_until_it_heals(api, c
     assert wait_gone(api, summary["run_id"]) == []
 
 
+def test_chaos_mesh_itself_fails_to_apply_a_netem_delay_on_this_kernel(api, chaos_mesh):
+    """Why the runner refuses netem faults here: a NetworkChaos delay created directly (no
+    overlaylab run) on one pod; Chaos Mesh reports the injection failed, and why."""
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "netem-target", "labels": {"netem": "target"}},
+           "spec": {"securityContext": {"runAsNonRoot": True, "runAsUser": 10001, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [{"name": "c", "image": "overlaylab:0.1.0", "imagePullPolicy": "Never",
+                                    "command": ["sleep", "600"], "securityContext": {
+                                        "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}]}}
+    chaos = {"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "NetworkChaos", "metadata": {"name": "netem-delay"},
+             "spec": {"action": "delay", "mode": "all", "selector": {"labelSelectors": {"netem": "target"}},
+                      "delay": {"latency": "10ms"}}}
+    args = ("chaos-mesh.org", "v1alpha1", "default", "networkchaos")
+    core.create_namespaced_pod("default", pod)
+    try:
+        deadline = time.monotonic() + 120
+        while core.read_namespaced_pod("netem-target", "default").status.phase != "Running":
+            assert time.monotonic() < deadline, "the target pod never ran"
+            time.sleep(1)
+        custom.create_namespaced_custom_object(*args, chaos)
+        failed = []
+        while not failed and time.monotonic() < deadline:
+            status = custom.get_namespaced_custom_object(*args, "netem-delay").get("status") or {}
+            failed = [e.get("message", "") for r in (status.get("experiment") or {}).get("containerRecords") or []
+                      for e in r.get("events") or [] if e.get("type") == "Failed" and e.get("operation") == "Apply"]
+            time.sleep(1)
+        assert failed, "Chaos Mesh never reported the delay as failed"
+        print("Chaos Mesh:", failed[0])
+        assert "netem" in failed[0] or "qdisc" in failed[0], failed[0]
+    finally:
+        try:
+            custom.delete_namespaced_custom_object(*args, "netem-delay")
+        except client.ApiException:
+            pass
+        core.delete_namespaced_pod("netem-target", "default", grace_period_seconds=0)
+
+
 def test_netem_delay_is_refused_up_front_on_this_kernel_naming_what_is_missing(api, chaos_mesh, tmp_path):
     (node,) = client.CoreV1Api(api).list_node().items
     assert node.metadata.labels["overlaylab.io/netem"] == "absent"  # k8s/up.sh's probe: no sch_netem here
