@@ -334,19 +334,19 @@ def test_chaos_mesh_itself_fails_to_apply_a_netem_delay_on_this_kernel(api, chao
     """Why the runner refuses netem faults here: a NetworkChaos delay created directly (no
     overlaylab run) on one pod; Chaos Mesh reports the injection failed, and why."""
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "netem-target", "labels": {"netem": "target"}},
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "delay-target", "labels": {"chaos": "delay-target"}},
            "spec": {"securityContext": {"runAsNonRoot": True, "runAsUser": 10001, "seccompProfile": {"type": "RuntimeDefault"}},
                     "containers": [{"name": "c", "image": "overlaylab:0.1.0", "imagePullPolicy": "Never",
                                     "command": ["sleep", "600"], "securityContext": {
                                         "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}]}}
     chaos = {"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "NetworkChaos", "metadata": {"name": "netem-delay"},
-             "spec": {"action": "delay", "mode": "all", "selector": {"labelSelectors": {"netem": "target"}},
+             "spec": {"action": "delay", "mode": "all", "selector": {"labelSelectors": {"chaos": "delay-target"}},
                       "delay": {"latency": "10ms"}}}
     args = ("chaos-mesh.org", "v1alpha1", "default", "networkchaos")
     core.create_namespaced_pod("default", pod)
     try:
         deadline = time.monotonic() + 120
-        while core.read_namespaced_pod("netem-target", "default").status.phase != "Running":
+        while core.read_namespaced_pod("delay-target", "default").status.phase != "Running":
             assert time.monotonic() < deadline, "the target pod never ran"
             time.sleep(1)
         custom.create_namespaced_custom_object(*args, chaos)
@@ -357,14 +357,14 @@ def test_chaos_mesh_itself_fails_to_apply_a_netem_delay_on_this_kernel(api, chao
                       for e in r.get("events") or [] if e.get("type") == "Failed" and e.get("operation") == "Apply"]
             time.sleep(1)
         assert failed, "Chaos Mesh never reported the delay as failed"
-        print("Chaos Mesh:", failed[0])
-        assert "netem" in failed[0] or "qdisc" in failed[0], failed[0]
+        # chaos-daemon's tc fails: no netem queueing discipline in this kernel
+        assert failed[0].endswith("unable to set tcs for pod delay-target"), failed[0]
     finally:
         try:
             custom.delete_namespaced_custom_object(*args, "netem-delay")
         except client.ApiException:
             pass
-        core.delete_namespaced_pod("netem-target", "default", grace_period_seconds=0)
+        core.delete_namespaced_pod("delay-target", "default", grace_period_seconds=0)
 
 
 def test_netem_delay_is_refused_up_front_on_this_kernel_naming_what_is_missing(api, chaos_mesh, tmp_path):
