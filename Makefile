@@ -36,8 +36,11 @@ $(STAMP): pyproject.toml constraints.txt
 run: setup
 	$(VENV)/bin/overlaylab run $(EXPERIMENT) --backend $(BACKEND)
 
+# The tests mostly wait (peers' warm-up, Spark jobs): two workers halve the wall time even on 2 cores.
+TEST_WORKERS ?= 2
+
 test: setup $(HELM) $(MOTO) $(CHECKOV) $(PSA_CHECK) lint
-	$(PY) -m pytest --durations=15
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal --durations=15
 
 # ruff over the project; mypy --strict over the protocol cores (node/core, pyproject.toml).
 lint: setup

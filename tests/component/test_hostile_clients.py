@@ -215,8 +215,7 @@ async def _mtls(tmp_path, mode):
             async with aio_channel(shells[0].addr, creds["loadgen"]) as ch:  # a link stream, as a non-peer
                 call = ch.stream_unary(f"/{SERVICE}/Stream")()
                 with pytest.raises(grpc.aio.AioRpcError) as err:
-                    await call.write(b"")
-                    await call.done_writing()
+                    await call.done_writing()  # no frame: the refusal precedes any read, and a write would race it
                     await call
                 assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
         # Refusals by the Peer service are the process's own counters in stream mode.
