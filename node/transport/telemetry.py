@@ -98,17 +98,35 @@ class Unusual(Exception):
 _quote = json.encoder.encode_basestring_ascii  # a str as json.dumps writes it (C)
 
 
+_KEYS: dict[str, str] = {}  # attribute key -> its encoded start (a peer uses a handful)
+# Trace ids and parent span ids -> their hex: the copies of an event share a trace, and a copy's
+# parent is the copy that forwarded it (a few children each).
+_TRACE_HEX: dict[int, str] = {}
+_PARENT_HEX: dict[int, str] = {}
+_HEX_SIZE = 1 << 14
+
+
 def _attribute(key: str, v) -> str:
+    head = _KEYS.get(key)
+    if head is None:
+        head = _KEYS[key] = '{"key":' + _quote(key) + ',"value":'
     kind = type(v)
     if kind is str:
-        value = '{"stringValue":' + _quote(v) + "}"
-    elif kind is bool:
-        value = '{"boolValue":true}' if v else '{"boolValue":false}'
-    elif kind is int:
-        value = '{"intValue":"' + str(v) + '"}'
-    else:
-        raise Unusual
-    return '{"key":' + _quote(key) + ',"value":' + value + "}"
+        return head + '{"stringValue":' + _quote(v) + "}}"
+    if kind is bool:
+        return head + ('{"boolValue":true}}' if v else '{"boolValue":false}}')
+    if kind is int:
+        return head + '{"intValue":"' + str(v) + '"}}'
+    raise Unusual
+
+
+def _hex(cache: dict[int, str], value: int, digits: str) -> str:
+    out = cache.get(value)
+    if out is None:
+        if len(cache) >= _HEX_SIZE:
+            cache.clear()
+        out = cache[value] = format(value, digits)
+    return out
 
 
 def _flags(ctx: trace.SpanContext | None) -> int:
@@ -124,9 +142,9 @@ def encode_span(s: ReadableSpan) -> str:
     if s.events or s.kind is not trace.SpanKind.INTERNAL or s.status.status_code is not trace.StatusCode.UNSET:
         raise Unusual
     ctx, parent = s.context, s.parent
-    out = f'{{"traceId":"{ctx.trace_id:032x}","spanId":"{ctx.span_id:016x}",'
+    out = f'{{"traceId":"{_hex(_TRACE_HEX, ctx.trace_id, "032x")}","spanId":"{ctx.span_id:016x}",'
     if parent is not None:
-        out += f'"parentSpanId":"{parent.span_id:016x}",'
+        out += f'"parentSpanId":"{_hex(_PARENT_HEX, parent.span_id, "016x")}",'
     out += (f'"flags":{_flags(parent)},"name":{_quote(s.name)},"kind":1,"startTimeUnixNano":"{s.start_time}",'
             f'"endTimeUnixNano":"{s.end_time}","attributes":[' + ",".join(_attribute(k, v) for k, v in s.attributes.items()) + "]")
     if s.links:
