@@ -2,10 +2,11 @@
 
 Run by the local runner (``locust -f loadgen/locustfile.py --headless ...``) with
 ``OVERLAYLAB_LOAD_PLAN`` pointing at the plan it wrote, and ``OVERLAYLAB_RATE_PER_USER`` the
-publications per second each user sends (``constant_throughput``). Each ``Publish`` is a Locust
-request (name ``Publish``; failures are RPC errors, such as a peer that died). Every request gets
-its own trace context, sent in ``PublishRequest.trace_id/span_id``: the event's ``publish`` span
-links to it (OpenTelemetry span link), so an event can be traced back to the request. With
+publications per second each user sends, each user from a random phase of its period. Each
+``Publish`` is a Locust request (name ``Publish``; failures are RPC errors, such as a peer that
+died). Every request gets its own trace context, sent in ``PublishRequest.trace_id/span_id``:
+the event's ``publish`` span links to it (OpenTelemetry span link), so an event can be traced
+back to the request. With
 ``OVERLAYLAB_PKI`` (a folder with the run's ``ca.pem``, ``loadgen.pem`` and ``loadgen.key``) the
 users call over mutual TLS as role ``loadgen``, which may call ``Publish`` and nothing else.
 
@@ -19,9 +20,10 @@ import os
 import random
 import time
 
+import gevent
 import grpc
 import grpc.experimental.gevent as grpc_gevent
-from locust import User, constant_throughput, events, task
+from locust import User, events, task
 
 from loadgen.plan import LoadPlan
 from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc
@@ -31,6 +33,7 @@ grpc_gevent.init_gevent()
 
 PLAN = LoadPlan.load(os.environ["OVERLAYLAB_LOAD_PLAN"])
 RATE_PER_USER = float(os.environ.get("OVERLAYLAB_RATE_PER_USER", "1"))
+PERIOD = 1.0 / RATE_PER_USER
 CREDENTIALS = Credentials.load(os.environ["OVERLAYLAB_PKI"], "loadgen") if os.environ.get("OVERLAYLAB_PKI") else None
 _channels: dict[str, control_pb2_grpc.ControlStub] = {}
 
@@ -42,12 +45,23 @@ def stub(addr: str) -> control_pb2_grpc.ControlStub:
 
 
 class Publisher(User):
-    wait_time = constant_throughput(RATE_PER_USER)
     _count = 0
 
     def on_start(self) -> None:
         Publisher._count += 1
         self.rng = random.Random(f"{PLAN.seed}:locust:{Publisher._count}:{os.getpid()}")
+        # The users start together: each waits a random part of its period first, so the swarm
+        # publishes at an even rate instead of in bursts of every user at once.
+        gevent.sleep(self.rng.uniform(0.0, PERIOD))
+        self.due = time.perf_counter()
+
+    def wait_time(self) -> float:
+        """Until the next publication: one every ``PERIOD`` from this user's phase
+        (``constant_throughput``, which would bring the users back in step); a late one goes at
+        once and the next a period after it."""
+        now = time.perf_counter()
+        self.due = max(self.due + PERIOD, now)
+        return self.due - now
 
     @task
     def publish(self) -> None:
