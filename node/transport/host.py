@@ -15,7 +15,8 @@ server and the links:
 - On receipt each envelope goes to the peer it names (a message for a node not hosted here, or
   without one, is refused and counted). Control messages are handled at once, event copies in
   their turn (``EVENTS_PER_TURN`` before the loop gets a turn); while ``INBOX_EVENTS`` copies
-  wait the server stops reading its streams, so HTTP/2 flow control holds the senders.
+  wait the server stops reading the streams that carry events, so HTTP/2 flow control holds
+  their senders; the links' control streams go on.
 - A stream is refused (UNAVAILABLE) while no peer here has joined, when peers refuse traffic
   before ``Join``; a message for one that has not joined yet is dropped and counted
   (``refused_before_join``).
@@ -56,7 +57,8 @@ UNAUTHORIZED = "unauthorized"
 LOG_PER_S = 5
 """Refusals logged per second at most."""
 INBOX_EVENTS = 4096
-"""transport.mode stream: event copies received and queued before the server stops reading its links."""
+"""transport.mode stream: event copies received and queued before the server stops reading the
+links' event lanes (their control lanes go on)."""
 EVENTS_PER_TURN = 64
 """Event copies handled before the event loop gets a turn (control messages, timers)."""
 SERVER_OPTIONS = [
@@ -292,14 +294,16 @@ class PeerHost:
             except RemoteProtocolError as e:
                 self.refusals.reject(f"process of {self.addr}", context.peer(), e)
                 continue
+            events = False
             for env in envelopes:
-                self._dispatch(env, context.peer())
-            if len(self._inbox) > INBOX_EVENTS:
+                events |= self._dispatch(env, context.peer())
+            if events and len(self._inbox) > INBOX_EVENTS:  # a link's event lane: stop reading it for now
                 self._inbox_room.clear()
                 await self._inbox_room.wait()
         return b""
 
-    def _dispatch(self, env: peer_pb2.Envelope, origin: str) -> None:
+    def _dispatch(self, env: peer_pb2.Envelope, origin: str) -> bool:
+        """Hand ``env`` to its peer; whether it was an event copy (queued in the inbox)."""
         peer = self.peers.get(env.dst) if env.HasField("dst") else None
         try:
             if peer is None:
@@ -311,13 +315,15 @@ class PeerHost:
             incoming = codec.decode(wire, env.data)
         except RemoteProtocolError as e:
             (peer.refusals if peer else self.refusals).reject(peer.node_id if peer else f"process of {self.addr}", origin, e)
-            return
+            return False
         if not peer.accepting:
             peer.stats["refused_before_join"] += 1
         elif isinstance(incoming.msg, EventMsg):
             self._queue_event(peer, incoming)
+            return True
         else:
             peer.receive(incoming.src, incoming.msg, None)
+        return False
 
     def _hand_over(self, q: Queued) -> None:
         """A message between two peers of this process, as ``_dispatch`` would deliver it decoded."""

@@ -3,13 +3,15 @@
 Theory of operation
 
 A process keeps one ``Link`` per destination address its peers send to (the peers of a process
-share one address, :mod:`node.transport.host`): two bounded queues (control: gossip, replies and
-signals; events) and one task that writes them, as ``Frame``\\ s, into one client stream (the
-Peer service's ``Stream`` call) to that address. The task takes control
-messages before events, so event traffic never starves the overlay, and coalesces what is
-queued into one frame: it waits up to ``coalesce_window_ms`` after the first message for more,
-up to ``coalesce_max_bytes`` a frame. A replaced unary call per message costs a task, a call
-and an HTTP/2 stream each; a frame costs one write.
+share one address, :mod:`node.transport.host`): two lanes, control (gossip, replies and
+signals) and events, each a bounded queue and a task that writes it, as ``Frame``\\ s, into a
+client stream of its own (the Peer service's ``Stream`` call) to that address. Separate streams
+keep event traffic from starving the overlay at both ends: a receiver whose event inbox is full
+stops reading event streams (gRPC flow control then holds the sender's writes), while its
+control streams go on. Each lane coalesces what is queued into one frame: it waits up to
+``coalesce_window_ms`` after the first message for more, up to ``coalesce_max_bytes`` a frame.
+A replaced unary call per message costs a task, a call and an HTTP/2 stream each; a frame costs
+one write.
 
 Backpressure is a failed send, never an unbounded queue: a message that finds its queue full
 (``queue_messages``), or waits longer than ``deadline_ms`` (queued, or in a write the receiver's
@@ -65,44 +67,63 @@ _FRAME_OVERHEAD = 8  # bytes of framing per envelope, at most (tag + length of t
 
 
 class Link:
-    """The stream to one address and its two queues."""
+    """The streams to one address: a lane for control messages and one for events."""
+
+    def __init__(self, addr: str, opener: Callable[[], Awaitable[grpc.aio.StreamUnaryCall]], settings: TransportSettings,
+                 failed: Failed, clock: Callable[[], float], stats: Counter[str]) -> None:
+        self.control = _Lane(addr, opener, settings, failed, clock, stats)
+        self.events = _Lane(addr, opener, settings, failed, clock, stats)
+
+    def put(self, q: Queued) -> bool:
+        """Queue ``q`` in its lane; False when that lane is full (the caller fails the send)."""
+        return (self.events if isinstance(q.msg, EventMsg) else self.control).put(q)
+
+    def idle(self) -> bool:
+        return self.control.idle() and self.events.idle()
+
+    async def close(self) -> None:
+        await self.control.close()
+        await self.events.close()
+
+
+class _Lane:
+    """One bounded queue and the task that writes it, coalesced into frames, into a stream of
+    its own: a receiver that stops reading a link's events (its inbox is full) still reads its
+    control messages."""
 
     def __init__(self, addr: str, opener: Callable[[], Awaitable[grpc.aio.StreamUnaryCall]], settings: TransportSettings,
                  failed: Failed, clock: Callable[[], float], stats: Counter[str]) -> None:
         self.addr, self.open, self.settings, self.failed, self.clock = addr, opener, settings, failed, clock
         self.stats = stats
         """Frames and messages written (``stream_frames``, ``stream_messages``)."""
-        self.control: deque[Queued] = deque()
-        self.events: deque[Queued] = deque()
+        self.queue: deque[Queued] = deque()
         self.ready = asyncio.Event()
         self.call: grpc.aio.StreamUnaryCall | None = None
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     def put(self, q: Queued) -> bool:
-        """Queue ``q``; False when its queue is full (the caller fails the send)."""
-        queue = self.events if isinstance(q.msg, EventMsg) else self.control
-        if len(queue) >= self.settings.queue_messages:
+        if len(self.queue) >= self.settings.queue_messages:
             return False
-        queue.append(q)
+        self.queue.append(q)
         self.ready.set()
         return True
 
     def idle(self) -> bool:
-        return not self.control and not self.events
+        return not self.queue
 
     def _take(self) -> list[Queued]:
-        """The next frame's messages: control first, then events, up to the size limit; those
-        past their deadline fail instead."""
+        """The next frame's messages, up to the size limit; those past their deadline fail
+        instead."""
         limit, deadline = self.settings.coalesce_max_bytes, self.settings.deadline_ms / 1000.0
         now, taken, size, expired = self.clock(), [], 0, []
-        for queue in (self.control, self.events):
-            while queue and (not taken or size + queue[0].size + _FRAME_OVERHEAD <= limit):
-                q = queue.popleft()
-                if now - q.queued_at > deadline:
-                    expired.append(q)
-                    continue
-                taken.append(q)
-                size += q.size + _FRAME_OVERHEAD
+        queue = self.queue
+        while queue and (not taken or size + queue[0].size + _FRAME_OVERHEAD <= limit):
+            q = queue.popleft()
+            if now - q.queued_at > deadline:
+                expired.append(q)
+                continue
+            taken.append(q)
+            size += q.size + _FRAME_OVERHEAD
         if expired:
             self.failed(self.addr, expired, "deadline")
         return taken
@@ -119,7 +140,7 @@ class Link:
                     self.ready.clear()
                 if batch:
                     await self._write(batch)
-            except Exception:  # a core's failure handling raised: logged, and the link goes on
+            except Exception:  # a core's failure handling raised: logged, and the lane goes on
                 log.exception("link to %s", self.addr)
 
     async def _write(self, batch: list[Queued]) -> None:
@@ -141,9 +162,8 @@ class Link:
         """Abandon the stream (a new one opens for the next message) and fail ``batch`` and
         everything queued, before the core sees them: it may send again at once."""
         self._break()
-        lost = [*batch, *self.control, *self.events]
-        self.control.clear()
-        self.events.clear()
+        lost = [*batch, *self.queue]
+        self.queue.clear()
         self.failed(self.addr, lost, why)
 
     def _break(self) -> None:
