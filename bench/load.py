@@ -6,7 +6,8 @@ Sweeps the target rate upwards (doubling) on experiments/load-64-peers.yaml swit
 over CYCLON (gamma = 1, every subscriber reachable, so the hit ratio measures the load and not
 the overlay), 10 s of load per step, both transports at each rate in turn, stops a transport
 after the first rate it fails, then halves the gap between its highest sustained rate and the
-first failed one ``BISECT`` times. "Sustained" = hit ratio >= 0.999 within the 5 s delivery window
+first failed one ``BISECT`` times (a transport that fails the lowest rate is tried at half of it,
+and so on). "Sustained" = hit ratio >= 0.999 within the 5 s delivery window
 and Locust reaching >= 95% of the target. Then one run at half the highest sustained rate, whose
 latency p99 is set against the planned path delay: the file's constant link delay times the p99
 of the hops the copies took.
@@ -80,6 +81,10 @@ def main() -> None:
             for transport in going:
                 steps[transport].append(step(rate, transport, Path(tmp)))
         for transport in TRANSPORTS:
+            rate = RATES[0]
+            while not any(r["sustained"] for r in steps[transport]) and rate > 1:  # below the grid
+                rate //= 2
+                steps[transport].append(step(rate, transport, Path(tmp)))
             for _ in range(BISECT):
                 ok = [r["target_per_s"] for r in steps[transport] if r["sustained"]]
                 failed = [r["target_per_s"] for r in steps[transport] if not r["sustained"]]

@@ -8,7 +8,7 @@ their sum, that peak per peer, and the run's hit ratio and spans dropped. The dr
 enough for the whole flood to arrive: the quickstart floods (gamma 1), so 1,000 peers carry
 about 8,000 copies per event.
 
-    python bench/peers.py [--cases 1000:125 100:4] [--drain 60]
+    python bench/peers.py [--cases 1000:500 1000:125 100:4] [--drain 60]
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def case(peers: int, per_process: int, drain_s: float, out: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--cases", nargs="+", default=["1000:125", "100:4"], help="PEERS:PEERS_PER_PROCESS")
+    parser.add_argument("--cases", nargs="+", default=["1000:500", "1000:125", "100:4"], help="PEERS:PEERS_PER_PROCESS")
     parser.add_argument("--drain", type=float, default=60.0)
     args = parser.parse_args()
     results = []

@@ -1,5 +1,5 @@
 """The peers of one process share a host (node/transport/host.py): one Peer server and address,
-one stream per other process, one span pipeline. Real gRPC on loopback: two hosts, A with 4
+one link (a control and an event stream) per other process, one span pipeline. Real gRPC on loopback: two hosts, A with 4
 peers and B with 2, flooding over the complete graph (static_gossip) with streamed links."""
 
 from __future__ import annotations
@@ -7,12 +7,17 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 
 import grpc
 
 from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc
+from node.core.cyclon import CyclonConfig
+from node.core.gossip import GossipConfig
 from node.core.static_gossip import StaticGossipConfig
+from node.core.types import Gossip
 from node.transport import codec
+from node.transport import host as host_module
 from node.transport.host import PeerHost
 from node.transport.settings import TransportSettings
 from node.transport.shell import PeerShell
@@ -86,3 +91,55 @@ def test_peers_of_one_process_share_a_server_one_stream_per_process_and_one_span
     assert "stream_messages" not in r["counters"][1]
     assert sum(c.get("events_received", 0) for c in r["counters"]) == receives
     assert r["span_threads"] == 2  # one export thread per process, not per peer
+
+
+async def blocked_events(tmp_path) -> dict:
+    """Hosts A (peers 0, 1) and B (peers 2, 3) gossiping over CYCLON; B stops reading event
+    copies after the first (its inbox is full and never drains). Counts the CYCLON messages B's
+    peers get from A's after that."""
+    transport = TransportSettings(mode="stream")
+    hosts = [PeerHost(transport), PeerHost(transport)]
+    cfg = GossipConfig(cyclon=CyclonConfig(view_size=3, shuffle_length=2, cycle_ms=200, timeout_ms=150))
+    shells = [PeerShell(i, "gossip", cfg, 1, "t", tmp_path / "traces", transport=transport, peer_host=hosts[i // 2])
+              for i in range(4)]
+    b = hosts[1]
+    b._queue_event = lambda peer, incoming: b._inbox.append((peer, incoming))  # never drained
+    gossip_from_a: list[float] = []
+    for s in shells[2:]:
+        def receive(src, msg, parent, reply_to=None, original=s.receive):
+            if isinstance(msg, Gossip) and src < 2:
+                gossip_from_a.append(time.monotonic())
+            return original(src, msg, parent, reply_to)
+        s.receive = receive
+    for s in shells:
+        await s.start()
+    channels = [grpc.aio.insecure_channel(f"127.0.0.1:{s.control_port}") for s in shells]
+    control = [control_pb2_grpc.ControlStub(ch) for ch in channels]
+    try:
+        for i, ctl in enumerate(control):
+            contacts = [codec.descriptor_to_pb(shells[j].core.me) for j in range(4) if j != i]
+            await ctl.Join(control_pb2.JoinRequest(topics=["a"], contacts=contacts), timeout=5)
+        for _ in range(5):
+            await control[0].Publish(control_pb2.PublishRequest(topic="a", payload=b"x"), timeout=5)
+        for _ in range(100):
+            if b._inbox:
+                break
+            await asyncio.sleep(0.02)
+        blocked_at = time.monotonic()
+        await asyncio.sleep(2.0)  # ten CYCLON cycles
+        return {"inbox": len(b._inbox), "seen_at_b": [len(s.core.seen) for s in shells[2:]],
+                "gossip_from_a_after": sum(t > blocked_at for t in gossip_from_a)}
+    finally:
+        for ch in channels:
+            await ch.close()
+        for s in shells:
+            await s.stop()
+
+
+def test_a_receiver_that_stops_reading_events_still_reads_gossip(tmp_path, monkeypatch):
+    monkeypatch.setattr(host_module, "INBOX_EVENTS", 0)  # one queued copy stops the reading
+    r = asyncio.run(blocked_events(tmp_path))
+    assert r["inbox"] >= 1 and r["seen_at_b"] == [0, 0], r  # B's event lanes are held
+    # Its control lanes are not: A's peers' CYCLON requests and replies keep arriving (each of
+    # the two A peers starts an exchange every 200 ms; two of its three partners are B's).
+    assert r["gossip_from_a_after"] >= 5, r
