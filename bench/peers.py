@@ -97,7 +97,8 @@ def main() -> None:
             results.append(r)
             print(json.dumps(r), flush=True)
     record = {**header("peers", f"{EXPERIMENT} --set nodes.count=N --set nodes.peers_per_process=P "
-                                 f"--set transport.mode=stream --set transport.queue_messages={QUEUE} --set phases.drain_s={args.drain}"), "cases": results}
+                                 f"--set transport.mode=stream --set transport.queue_messages={QUEUE} "
+                                 f"--set phases.drain_s={args.drain}"), "cases": results}
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "peers.json").write_text(json.dumps(record, indent=2) + "\n")
 
