@@ -36,11 +36,13 @@ $(STAMP): pyproject.toml constraints.txt
 run: setup
 	$(VENV)/bin/overlaylab run $(EXPERIMENT) --backend $(BACKEND)
 
-# The tests mostly wait (peers' warm-up, Spark jobs): two workers halve the wall time even on 2 cores.
+# The tests mostly wait (peers' warm-up, Spark jobs): two workers halve the wall time even on 2
+# cores. Those that measure throughput under load (marker alone) run afterwards, by themselves.
 TEST_WORKERS ?= 2
 
 test: setup $(HELM) $(MOTO) $(CHECKOV) $(PSA_CHECK) lint
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal --durations=15
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal --durations=15 -m 'not image and not cluster and not alone'
+	$(PY) -m pytest -m alone
 
 # ruff over the project; mypy --strict over the protocol cores (node/core, pyproject.toml).
 lint: setup

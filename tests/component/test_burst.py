@@ -74,6 +74,7 @@ async def burst(tmp_path, mode: str, protocol: str = "gossip", events: int = EVE
 
 
 @pytest.mark.component
+@pytest.mark.alone
 def test_a_burst_into_one_peer_reaches_every_subscriber(tmp_path):
     r = asyncio.run(burst(tmp_path, "stream", "static_gossip"))
     assert r["offered_s"] < EVENTS / RATE * 1.5, r  # the burst was offered at (about) its rate
@@ -81,6 +82,7 @@ def test_a_burst_into_one_peer_reaches_every_subscriber(tmp_path):
 
 
 @pytest.mark.component
+@pytest.mark.alone
 def test_a_burst_over_cyclon_leaves_no_view_empty(tmp_path):
     r = asyncio.run(burst(tmp_path, "stream", "gossip"))
     assert r["views_ok"] and r["published"] == EVENTS, r
