@@ -29,6 +29,13 @@ def span_threads() -> int:
     return sum(t.name.startswith("OtelBatch") for t in threading.enumerate())
 
 
+async def join_all(shells: list[PeerShell], control: list) -> None:
+    """Every peer joins topic a with all the others as contacts."""
+    for i, ctl in enumerate(control):
+        contacts = [codec.descriptor_to_pb(s.core.me) for j, s in enumerate(shells) if j != i]
+        await ctl.Join(control_pb2.JoinRequest(topics=["a"], contacts=contacts), timeout=5)
+
+
 async def two_hosts(tmp_path) -> dict:
     transport = TransportSettings(mode="stream")
     threads_before = span_threads()
@@ -40,9 +47,7 @@ async def two_hosts(tmp_path) -> dict:
     channels = [grpc.aio.insecure_channel(f"127.0.0.1:{s.control_port}") for s in shells]
     control = [control_pb2_grpc.ControlStub(ch) for ch in channels]
     try:
-        for i, ctl in enumerate(control):
-            contacts = [codec.descriptor_to_pb(shells[j].core.me) for j in range(6) if j != i]
-            await ctl.Join(control_pb2.JoinRequest(topics=["a"], contacts=contacts), timeout=5)
+        await join_all(shells, control)
         for _ in range(EVENTS):
             await control[0].Publish(control_pb2.PublishRequest(topic="a", payload=b"x"), timeout=5)
         for _ in range(100):
@@ -116,9 +121,7 @@ async def blocked_events(tmp_path) -> dict:
     channels = [grpc.aio.insecure_channel(f"127.0.0.1:{s.control_port}") for s in shells]
     control = [control_pb2_grpc.ControlStub(ch) for ch in channels]
     try:
-        for i, ctl in enumerate(control):
-            contacts = [codec.descriptor_to_pb(shells[j].core.me) for j in range(4) if j != i]
-            await ctl.Join(control_pb2.JoinRequest(topics=["a"], contacts=contacts), timeout=5)
+        await join_all(shells, control)
         for _ in range(5):
             await control[0].Publish(control_pb2.PublishRequest(topic="a", payload=b"x"), timeout=5)
         for _ in range(100):
