@@ -227,8 +227,10 @@ class Driver(ABC):
             if snapshotter is not None:
                 snapshotter.cancel()
             meta["ended_ns"] = time.time_ns()
-            snaps = await self._each_alive("GetSnapshot")
             fidelity = await self._fidelity()
+            # The final views next to the final counters: nothing changes a view after Leave,
+            # while the probes above take seconds in which the overlay goes on.
+            snaps = await self._each_alive("GetSnapshot")
             await self._each_alive("Leave")
             stats = await self._each_alive("GetStats")
             meta["counters_ns"] = time.time_ns()
