@@ -11,10 +11,11 @@ With ``k8s.network_faults: chaos_mesh`` the peers emulate nothing: the chart's N
 objects delay and drop packets in the kernel, and each partition, rendered paused, is resumed
 at its start and deleted at its end. With ``k8s.churn_faults: chaos_mesh`` the chart's PodChaos
 Schedule kills churner pods instead of the controller: the controller resumes it when the
-measurement starts, deletes it when the load ends, and meanwhile reads the kills Chaos Mesh
+measurement starts, stops it when the load ends, and meanwhile reads the kills Chaos Mesh
 reports in the status of the PodChaos objects the Schedule creates: each is recorded (a
 ``pod_kill``, and a ``crash`` of a node that was up, within ``POLL_S``) and its node joined again
-once its pod is back and its peer answers.
+once its pod is back and its peer answers. When the load ends the Schedule is paused first and
+deleted once its last kills are recorded.
 The load phase drives the Locust master of the chart through Locust's web API (``/swarm``,
 ``/stop``) and keeps its CSV statistics and HTML report. Without Kubernetes (``--no-kube``) the
 plan must have no churn.
@@ -40,6 +41,8 @@ from ..rundir import RunDir
 from .driver import EMPTY, Driver, http_request
 
 POLL_S = 1.0
+SETTLE_S = 15.0
+"""How long the PodChaos of a paused Schedule are given to report their kills."""
 CHAOS_POLL_S = 0.2
 CHAOS_TIMEOUT_S = 60.0
 COLLECTOR_PORT = 4317
@@ -118,8 +121,7 @@ class ClusterDriver(Driver):
         name = f"{self.layout.release}-partition-{k}"
         args = ("chaos-mesh.org", "v1alpha1", self.namespace, "networkchaos", name)
         if on:
-            patch = {"metadata": {"annotations": {"experiment.chaos-mesh.org/pause": "false"}}}
-            await asyncio.to_thread(self.custom.patch_namespaced_custom_object, *args, patch)
+            await asyncio.to_thread(self.custom.patch_namespaced_custom_object, *args, _pause(False))
         else:
             await asyncio.to_thread(self.custom.delete_namespaced_custom_object, *args)
         # Chaos Mesh takes seconds to set up (or remove) the rules in every pod: the timeline says
@@ -160,17 +162,20 @@ class ClusterDriver(Driver):
 
     async def _watch_pod_kills(self, end_s: float) -> None:
         """Resume the Schedule, record each kill Chaos Mesh reports, join the node again once its
-        pod is back; delete the Schedule at ``end_s``."""
+        pod is back. At ``end_s`` pause the Schedule, record the kills it still reports (a kill
+        just before the end can show in its PodChaos status seconds later on a busy node; up to
+        ``SETTLE_S``), then delete it."""
         name = f"{self.layout.release}-pod-kill"
         args = ("chaos-mesh.org", "v1alpha1", self.namespace, "schedules", name)
-        resume = {"metadata": {"annotations": {"experiment.chaos-mesh.org/pause": "false"}}}
-        await asyncio.to_thread(self.custom.patch_namespaced_custom_object, *args, resume)
+        await asyncio.to_thread(self.custom.patch_namespaced_custom_object, *args, _pause(False))
         self.timeline.record(time.time_ns(), "fault_on", None, fault="pod_kill", chaos=name)
         loop = asyncio.get_running_loop()
-        stop_at = self.t0 + end_s
         rejoins, seen = [], set()
-        while loop.time() < stop_at:
-            for chaos, pod, killed_at in await asyncio.to_thread(self._pod_kills, name):
+
+        async def record() -> bool:
+            """Record the kills not seen yet; True once every PodChaos has reported its kill."""
+            kills, pending = await asyncio.to_thread(self._pod_kills, name)
+            for chaos, pod, killed_at in kills:
                 if (chaos, pod) in seen:
                     continue
                 seen.add((chaos, pod))
@@ -180,22 +185,35 @@ class ClusterDriver(Driver):
                     self.alive.discard(node)
                     self.timeline.record(time.time_ns(), "crash", node, by="chaos_mesh", chaos=chaos)
                     rejoins.append(asyncio.ensure_future(self._rejoin(node, loop.time() - self.t0)))
+            return not pending
+
+        while loop.time() < self.t0 + end_s:
+            await record()
+            await asyncio.sleep(POLL_S)
+        await asyncio.to_thread(self.custom.patch_namespaced_custom_object, *args, _pause(True))
+        for _ in range(round(SETTLE_S / POLL_S)):
+            if await record():
+                break
             await asyncio.sleep(POLL_S)
         await asyncio.to_thread(self.custom.delete_namespaced_custom_object, *args)
         self.timeline.record(time.time_ns(), "fault_off", None, fault="pod_kill", chaos=name)
         await asyncio.gather(*rejoins, return_exceptions=True)
 
-    def _pod_kills(self, schedule: str) -> list[tuple[str, str, str]]:
-        """(PodChaos, pod, time) of each kill the Schedule's PodChaos objects report done: a
-        container record whose Apply event succeeded (Chaos Mesh labels the objects a Schedule
-        creates ``managed-by: <schedule>``)."""
+    def _pod_kills(self, schedule: str) -> tuple[list[tuple[str, str, str]], int]:
+        """(PodChaos, pod, time) of each kill the Schedule's PodChaos objects report done (a
+        container record whose Apply event succeeded; Chaos Mesh labels the objects a Schedule
+        creates ``managed-by: <schedule>``), and how many of those objects report none yet."""
         items = self.custom.list_namespaced_custom_object(
             "chaos-mesh.org", "v1alpha1", self.namespace, "podchaos", label_selector=f"managed-by={schedule}")["items"]
-        return [(item["metadata"]["name"], record["id"].rpartition("/")[2], event["timestamp"])
-                for item in items
-                for record in (item.get("status") or {}).get("experiment", {}).get("containerRecords") or []
-                for event in record.get("events") or []
-                if event.get("operation") == "Apply" and event.get("type") == "Succeeded"]
+        kills, pending = [], 0
+        for item in items:
+            done = [(item["metadata"]["name"], record["id"].rpartition("/")[2], event["timestamp"])
+                    for record in (item.get("status") or {}).get("experiment", {}).get("containerRecords") or []
+                    for event in record.get("events") or []
+                    if event.get("operation") == "Apply" and event.get("type") == "Succeeded"]
+            kills += done
+            pending += not done
+        return kills, pending
 
     async def _read_pod(self, pod: str):
         return await asyncio.to_thread(self.core.read_namespaced_pod, pod, self.namespace)
@@ -265,3 +283,8 @@ class ClusterDriver(Driver):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"only {count} of {wanted} Locust workers connected")
             await asyncio.sleep(POLL_S)
+
+
+def _pause(paused: bool) -> dict:
+    """The patch that pauses or resumes a Chaos Mesh object."""
+    return {"metadata": {"annotations": {"experiment.chaos-mesh.org/pause": "true" if paused else "false"}}}
