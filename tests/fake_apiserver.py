@@ -29,8 +29,10 @@ PATH = re.compile(r"^/(?:api/v1|apis/(?P<group>[^/]+)/(?P<version>[^/]+))/namesp
 
 class FakeAPIServer:
     def __init__(self, volume: Path, job_outcome: str = "succeeded", job_polls: int = 2, *,
-                 chaos_mesh: bool = True, node_labels: dict[str, str] | None = None) -> None:
+                 chaos_mesh: bool = True, node_labels: dict[str, str] | None = None, proxy_unavailable: int = 0) -> None:
         self.volume = volume
+        self.proxy_unavailable = proxy_unavailable
+        """How many proxy requests answer 503 first (a Service whose pod is not Ready yet)."""
         self.chaos_mesh = chaos_mesh
         """Whether Chaos Mesh's CRDs are installed (if not, its resources answer 404)."""
         self.nodes = [{"kind": "Node", "apiVersion": "v1", "metadata": {"name": "node1", "labels": node_labels or {}}}]
@@ -149,6 +151,10 @@ class FakeAPIServer:
 
             def _proxy(self, plural: str, name: str, rest: str) -> None:
                 service, _, port = name.partition(":")
+                if fake.proxy_unavailable:
+                    fake.proxy_unavailable -= 1
+                    self._status(503, "ServiceUnavailable", f'no endpoints available for service "{name}"')
+                    return
                 run = re.fullmatch(r"/([A-Za-z0-9_.-]+)\.tar\.gz", rest)
                 if plural != "services" or ("services", service) not in fake.objects or port != "results" \
                         or not run or not (fake.volume / run[1]).is_dir():

@@ -171,10 +171,19 @@ class Cluster:
         pods = core.list_namespaced_pod(self.namespace, label_selector=f"job-name={name}").items
         return "\n".join(core.read_namespaced_pod_log(p.metadata.name, self.namespace, tail_lines=50) for p in pods)
 
-    def fetch(self, service: str, port: str, path: str) -> bytes:
-        response = self.client.CoreV1Api(self.api_client).connect_get_namespaced_service_proxy_with_path(
-            f"{service}:{port}", self.namespace, path, _preload_content=False)
-        return response.data
+    def fetch(self, service: str, port: str, path: str, timeout_s: float = 120.0) -> bytes:
+        """GET ``path`` from a Service through the API server's proxy, waiting up to ``timeout_s``
+        while the Service has no ready endpoint (503: its pod not Ready yet, or restarting)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                response = self.client.CoreV1Api(self.api_client).connect_get_namespaced_service_proxy_with_path(
+                    f"{service}:{port}", self.namespace, path, _preload_content=False)
+                return response.data
+            except self.client.ApiException as e:
+                if e.status != 503 or time.monotonic() > deadline:
+                    raise
+                time.sleep(POLL_S)
 
 
 class K8sRunner(Runner):

@@ -53,6 +53,16 @@ def test_applies_every_object_waits_fetches_the_run_and_tears_down_by_run_id(tmp
     assert fake.objects == {}, f"left behind: {fake.kinds()}"
 
 
+def test_the_run_is_fetched_once_the_results_service_has_an_endpoint(tmp_path):
+    exp, rd, fake, cluster = setup_run(tmp_path, proxy_unavailable=3)
+    try:
+        k8s.K8sRunner(cluster).run(exp, rd)
+    finally:
+        fake.close()
+    proxied = [p for _, p in fake.requests if p.endswith(f"/proxy/{rd.run_id}.tar.gz")]
+    assert len(proxied) == 4 and (rd.path / "traces" / "spans.parquet").exists()
+
+
 def test_a_failed_controller_job_reports_its_log_and_still_tears_down(tmp_path):
     exp, rd, fake, cluster = setup_run(tmp_path, job_outcome="failed")
     try:
