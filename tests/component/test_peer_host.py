@@ -5,6 +5,7 @@ peers and B with 2, flooding over the complete graph (static_gossip) with stream
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -29,11 +30,24 @@ def span_threads() -> int:
     return sum(t.name.startswith("OtelBatch") for t in threading.enumerate())
 
 
-async def join_all(shells: list[PeerShell], control: list) -> None:
-    """Every peer joins topic a with all the others as contacts."""
-    for i, ctl in enumerate(control):
-        contacts = [codec.descriptor_to_pb(s.core.me) for j, s in enumerate(shells) if j != i]
-        await ctl.Join(control_pb2.JoinRequest(topics=["a"], contacts=contacts), timeout=5)
+@contextlib.asynccontextmanager
+async def running(shells: list[PeerShell]):
+    """Start the peers, join each to topic a with all the others as contacts, and yield their
+    Control stubs; close the channels and stop the peers afterwards."""
+    for s in shells:
+        await s.start()
+    channels = [grpc.aio.insecure_channel(f"127.0.0.1:{s.control_port}") for s in shells]
+    control = [control_pb2_grpc.ControlStub(ch) for ch in channels]
+    try:
+        for i, ctl in enumerate(control):
+            contacts = [codec.descriptor_to_pb(s.core.me) for j, s in enumerate(shells) if j != i]
+            await ctl.Join(control_pb2.JoinRequest(topics=["a"], contacts=contacts), timeout=5)
+        yield control
+    finally:
+        for ch in channels:
+            await ch.close()
+        for s in shells:
+            await s.stop()
 
 
 async def two_hosts(tmp_path) -> dict:
@@ -42,12 +56,7 @@ async def two_hosts(tmp_path) -> dict:
     hosts = [PeerHost(transport), PeerHost(transport)]
     shells = [PeerShell(i, "static_gossip", StaticGossipConfig(gamma=1.0), 1, "t", tmp_path / "traces",
                         transport=transport, peer_host=hosts[0 if i < 4 else 1]) for i in range(6)]
-    for s in shells:
-        await s.start()
-    channels = [grpc.aio.insecure_channel(f"127.0.0.1:{s.control_port}") for s in shells]
-    control = [control_pb2_grpc.ControlStub(ch) for ch in channels]
-    try:
-        await join_all(shells, control)
+    async with running(shells) as control:
         for _ in range(EVENTS):
             await control[0].Publish(control_pb2.PublishRequest(topic="a", payload=b"x"), timeout=5)
         for _ in range(100):
@@ -61,11 +70,6 @@ async def two_hosts(tmp_path) -> dict:
         return {"addrs": [s.addr for s in shells], "host_addrs": [h.addr for h in hosts],
                 "links": [sorted(h.links) for h in hosts], "seen": [len(s.core.seen) for s in shells],
                 "counters": [dict(st.counters) for st in stats], "span_threads": span_threads() - threads_before}
-    finally:
-        for ch in channels:
-            await ch.close()
-        for s in shells:
-            await s.stop()
 
 
 def test_peers_of_one_process_share_a_server_one_stream_per_process_and_one_span_thread(tmp_path):
@@ -116,12 +120,7 @@ async def blocked_events(tmp_path) -> dict:
                 gossip_from_a.append(time.monotonic())
             return original(src, msg, parent, reply_to)
         s.receive = receive
-    for s in shells:
-        await s.start()
-    channels = [grpc.aio.insecure_channel(f"127.0.0.1:{s.control_port}") for s in shells]
-    control = [control_pb2_grpc.ControlStub(ch) for ch in channels]
-    try:
-        await join_all(shells, control)
+    async with running(shells) as control:
         for _ in range(5):
             await control[0].Publish(control_pb2.PublishRequest(topic="a", payload=b"x"), timeout=5)
         for _ in range(100):
@@ -132,11 +131,6 @@ async def blocked_events(tmp_path) -> dict:
         await asyncio.sleep(2.0)  # ten CYCLON cycles
         return {"inbox": len(b._inbox), "seen_at_b": [len(s.core.seen) for s in shells[2:]],
                 "gossip_from_a_after": sum(t > blocked_at for t in gossip_from_a)}
-    finally:
-        for ch in channels:
-            await ch.close()
-        for s in shells:
-            await s.stop()
 
 
 def test_a_receiver_that_stops_reading_events_still_reads_gossip(tmp_path, monkeypatch):
