@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 import socket
 import time
+from typing import TYPE_CHECKING
 
+import grpc
 import pytest
 
 from controller.cli import main
+from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc
 from node.core import create_protocol
 from node.core.cyclon import CyclonConfig
 from node.core.gossip import GossipConfig
 from node.core.types import Descriptor
 from node.links import LinkRule
 from node.sim import Simulation
+from node.transport import codec
+
+if TYPE_CHECKING:
+    from node.transport.shell import PeerShell
 
 
 def gossip_network(n: int, *, seed: int = 0, gamma: float = 1.0, view_size: int = 8, shuffle_length: int = 4,
@@ -111,3 +119,23 @@ def analysed_synthetic_run(rd, spans: int, nodes: int, topics: int):
             main(argv)
         assert done.value.code == 0
     return rd
+
+
+@contextlib.asynccontextmanager
+async def running(shells: list[PeerShell]):
+    """Start the peers, join each to topic a with all the others as contacts, and yield their
+    Control stubs; close the channels and stop the peers afterwards."""
+    for s in shells:
+        await s.start()
+    channels = [grpc.aio.insecure_channel(f"127.0.0.1:{s.control_port}") for s in shells]
+    control = [control_pb2_grpc.ControlStub(ch) for ch in channels]
+    try:
+        for i, ctl in enumerate(control):
+            contacts = [codec.descriptor_to_pb(s.core.me) for j, s in enumerate(shells) if j != i]
+            await ctl.Join(control_pb2.JoinRequest(topics=["a"], contacts=contacts), timeout=5)
+        yield control
+    finally:
+        for ch in channels:
+            await ch.close()
+        for s in shells:
+            await s.stop()

@@ -1,8 +1,11 @@
 """gRPC channels to peers by address, each host name looked up once.
 
 A peer that opens and closes channels as its links change (StaN) would otherwise send the
-cluster's DNS a lookup per channel. A call that fails as unavailable forgets the address (a pod
-that restarted has a new one); the next use opens a new channel and looks the host up again.
+cluster's DNS a lookup per channel. A call that fails as unavailable, or times out on a channel
+that never connected, forgets the address (a pod that restarted has a new one); the next use opens
+a new channel and looks the host up again. The timeout matters on Kubernetes: a deleted pod's old
+address answers nothing, not even a reset, so connects to it hang until gRPC's 20 s connect
+timeout while every call on the channel times out.
 """
 
 from __future__ import annotations
@@ -55,6 +58,20 @@ class Channels:
             return  # the channel resolves it itself
         ip = infos[0][4][0]
         self._hosts[host] = f"[{ip}]" if ":" in ip else ip
+
+    def stale(self, addr: str, channel: grpc.aio.Channel, code: grpc.StatusCode) -> bool:
+        """Whether a call on ``channel`` that failed with ``code`` means ``addr`` must be looked
+        up again: the peer was unavailable, or the call timed out on a channel that never
+        connected; only while ``channel`` is still the open one (not a newer channel that a
+        later send opened)."""
+        if self.open.get(addr) is not channel:
+            return False
+        return code == grpc.StatusCode.UNAVAILABLE or (
+            code == grpc.StatusCode.DEADLINE_EXCEEDED and not self.connected(addr))
+
+    def connected(self, addr: str) -> bool:
+        channel = self.open.get(addr)
+        return channel is not None and channel.get_state() == grpc.ChannelConnectivity.READY
 
     def forget(self, addr: str) -> None:
         """Close the channel to ``addr``; the next use opens a new one, looking the host up again."""

@@ -257,8 +257,9 @@ class PeerHost:
 
     def _failed(self, addr: str, lost: list[Queued], why: str) -> None:
         """Messages the link to ``addr`` could not write (``why``: queue_full, deadline, broken),
-        handed back to their senders; a broken stream drops its channel."""
-        if why == "broken":
+        handed back to their senders; a broken stream drops its channel, and so does a write
+        that timed out on a channel that never connected (the address may be stale)."""
+        if why == "broken" or (why == "deadline" and addr in self.channels and not self.channels.connected(addr)):
             self.channels.forget(addr)
         for q in lost:
             q.sender.stream_failed([q], why)

@@ -253,6 +253,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         data = codec.encode(a.msg, self.node_id, context_bytes(span) if event else codec.NO_TRACE)
         if a.addr not in self.channels:  # looked up once, when a channel is opened
             await self.channels.resolve(a.addr)
+        channel = self.channels.get(a.addr)
         self._in_flight[a.addr] += 1
         try:
             if wire.exchange:
@@ -264,7 +265,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         except grpc.aio.AioRpcError as e:
             self.stats[SEND_FAILED] += 1
             log.debug("node %d: send to %d failed: %s %s", self.node_id, a.dst, e.code(), e.details())
-            if e.code() == grpc.StatusCode.UNAVAILABLE:  # reconnect, looking the host up again
+            if self.channels.stale(a.addr, channel, e.code()):  # reconnect, looking the host up again
                 self._forget_channel(a.addr)
             self._execute(self.core.on_send_failed(a.dst, a.msg, self.now), span)
         except RemoteProtocolError as e:

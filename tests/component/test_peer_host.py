@@ -5,49 +5,26 @@ peers and B with 2, flooding over the complete graph (static_gossip) with stream
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import threading
 import time
 
-import grpc
-
-from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc
+from node._gen.overlaylab.v1 import control_pb2
 from node.core.cyclon import CyclonConfig
 from node.core.gossip import GossipConfig
 from node.core.static_gossip import StaticGossipConfig
 from node.core.types import Gossip
-from node.transport import codec
 from node.transport import host as host_module
 from node.transport.host import PeerHost
 from node.transport.settings import TransportSettings
 from node.transport.shell import PeerShell
+from tests.helpers import running
 
 EVENTS = 20
 
 
 def span_threads() -> int:
     return sum(t.name.startswith("OtelBatch") for t in threading.enumerate())
-
-
-@contextlib.asynccontextmanager
-async def running(shells: list[PeerShell]):
-    """Start the peers, join each to topic a with all the others as contacts, and yield their
-    Control stubs; close the channels and stop the peers afterwards."""
-    for s in shells:
-        await s.start()
-    channels = [grpc.aio.insecure_channel(f"127.0.0.1:{s.control_port}") for s in shells]
-    control = [control_pb2_grpc.ControlStub(ch) for ch in channels]
-    try:
-        for i, ctl in enumerate(control):
-            contacts = [codec.descriptor_to_pb(s.core.me) for j, s in enumerate(shells) if j != i]
-            await ctl.Join(control_pb2.JoinRequest(topics=["a"], contacts=contacts), timeout=5)
-        yield control
-    finally:
-        for ch in channels:
-            await ch.close()
-        for s in shells:
-            await s.stop()
 
 
 async def two_hosts(tmp_path) -> dict:

@@ -1,0 +1,73 @@
+"""A peer whose address a sender looked up went away without a reset (a Kubernetes pod deleted
+and brought back on a new IP: connects to the old one hang, they are never refused): the sender's
+call times out on a channel that never connected, and that drops the channel and the looked-up
+address, so the next send reaches the peer where it is now. Real gRPC on loopback; the old
+address is a listener on 127.0.0.2 whose accept queue is full, so SYNs to it go unanswered."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+
+import pytest
+
+from node._gen.overlaylab.v1 import control_pb2
+from node.core.static_gossip import StaticGossipConfig
+from node.transport.settings import TransportSettings
+from node.transport.shell import PeerShell
+from tests.helpers import running
+
+
+def black_hole(port: int) -> list[socket.socket]:
+    """A listener on 127.0.0.2:``port`` that never accepts, its one-slot queue filled: a connect
+    to it hangs as one to a vanished pod's address does."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.2", port))
+    listener.listen(0)
+    held = [listener]
+    for _ in range(2):
+        s = socket.socket()
+        s.setblocking(False)
+        s.connect_ex(("127.0.0.2", port))
+        held.append(s)
+    return held
+
+
+async def until(condition, limit_s: float) -> float:
+    start = time.monotonic()
+    while not condition():
+        assert time.monotonic() - start < limit_s, "timed out"
+        await asyncio.sleep(0.05)
+    return time.monotonic() - start
+
+
+async def stale_then_moved(tmp_path, transport: TransportSettings) -> dict:
+    shells = [PeerShell(i, "static_gossip", StaticGossipConfig(gamma=1.0), 1, "t", tmp_path / "traces",
+                        transport=transport) for i in range(2)]
+    async with running(shells) as control:
+        a, b = shells
+        channels = a.channels if transport.mode == "unary" else a.peer_host.channels
+        holes = black_hole(int(b.addr.rpartition(":")[2]))
+        try:
+            # As the sender last looked it up: peer b's host at its old address.
+            channels.forget(b.addr)
+            channels._hosts["127.0.0.1"] = "127.0.0.2"
+            await control[0].Publish(control_pb2.PublishRequest(topic="a", payload=b"1"), timeout=5)
+            failed_after = await until(lambda: a.stats["send_failed"] >= 1, 15)
+            await control[0].Publish(control_pb2.PublishRequest(topic="a", payload=b"2"), timeout=5)
+            await until(lambda: len(b.core.seen) >= 1, 5)
+            return {"failed_after": failed_after, "send_failed": a.stats["send_failed"], "b_seen": len(b.core.seen),
+                    "connected": channels.connected(b.addr), "looked_up": dict(channels._hosts)}
+        finally:
+            for s in holes:
+                s.close()
+
+
+@pytest.mark.parametrize("transport", [TransportSettings(), TransportSettings(mode="stream", deadline_ms=1000)],
+                         ids=["unary", "stream"])
+def test_a_send_that_timed_out_unconnected_looks_the_peer_up_again(tmp_path, transport):
+    r = asyncio.run(stale_then_moved(tmp_path, transport))
+    assert r["send_failed"] == 1 and r["b_seen"] == 1  # the first copy lost to the old address, the next delivered
+    assert r["connected"] and "127.0.0.1" not in r["looked_up"]
+    assert r["failed_after"] > (9 if transport.mode == "unary" else 0.9)  # a timeout, never a refusal
