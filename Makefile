@@ -142,7 +142,7 @@ chaos-down: setup
 	k8s/chaos-mesh/down.sh
 
 test-cluster: setup $(HELM) cluster-up chaos-build
-	KUBECONFIG=/etc/k8s/admin.kubeconfig $(PY) -m pytest -m cluster -p no:cacheprovider tests/cluster; \
+	KUBECONFIG=/etc/k8s/admin.kubeconfig $(PY) -m pytest -m cluster -p no:cacheprovider --durations=20 tests/cluster; \
 	  rc=$$?; k8s/down.sh; exit $$rc
 
 bench-cluster: setup
