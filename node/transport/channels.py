@@ -1,11 +1,13 @@
 """gRPC channels to peers by address, each host name looked up once.
 
 A peer that opens and closes channels as its links change (StaN) would otherwise send the
-cluster's DNS a lookup per channel. A call that fails as unavailable, or times out on a channel
-that never connected, forgets the address (a pod that restarted has a new one); the next use opens
-a new channel and looks the host up again. The timeout matters on Kubernetes: a deleted pod's old
-address answers nothing, not even a reset, so connects to it hang until gRPC's 20 s connect
-timeout while every call on the channel times out.
+cluster's DNS a lookup per channel. A call that fails as unavailable forgets the address (a pod
+that restarted has a new one); the next use opens a new channel and looks the host up again.
+So does a call that timed out on a channel that never connected when the host's name no longer
+leads to the address looked up: on Kubernetes a deleted pod's old address answers nothing, not
+even a reset, so connects to it hang for gRPC's 20 s connect timeout while every call on the
+channel times out. A timeout on an address that still holds (a TLS handshake on a busy host)
+keeps the channel: dropping it would cancel the calls under way and start the handshake again.
 """
 
 from __future__ import annotations
@@ -59,19 +61,34 @@ class Channels:
         ip = infos[0][4][0]
         self._hosts[host] = f"[{ip}]" if ":" in ip else ip
 
-    def stale(self, addr: str, channel: grpc.aio.Channel, code: grpc.StatusCode) -> bool:
+    async def stale(self, addr: str, channel: grpc.aio.Channel, code: grpc.StatusCode) -> bool:
         """Whether a call on ``channel`` that failed with ``code`` means ``addr`` must be looked
-        up again: the peer was unavailable, or the call timed out on a channel that never
-        connected; only while ``channel`` is still the open one (not a newer channel that a
-        later send opened)."""
+        up again (see the module's docstring); only while ``channel`` is still the open one, not
+        a newer channel that a later send opened."""
         if self.open.get(addr) is not channel:
             return False
-        return code == grpc.StatusCode.UNAVAILABLE or (
-            code == grpc.StatusCode.DEADLINE_EXCEEDED and not self.connected(addr))
+        if code == grpc.StatusCode.UNAVAILABLE:
+            return True
+        if code != grpc.StatusCode.DEADLINE_EXCEEDED or self.connected(addr):
+            return False
+        return await self.moved(addr) and self.open.get(addr) is channel
 
     def connected(self, addr: str) -> bool:
         channel = self.open.get(addr)
         return channel is not None and channel.get_state() == grpc.ChannelConnectivity.READY
+
+    async def moved(self, addr: str) -> bool:
+        """Whether ``addr``'s host name no longer resolves to the address it was looked up as
+        (False where it was not looked up here)."""
+        host = addr.rpartition(":")[0]
+        looked_up = self._hosts.get(host)
+        if looked_up is None:
+            return False
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        except OSError:
+            return True  # the name is gone (the pod is down)
+        return looked_up.strip("[]") not in {info[4][0] for info in infos}
 
     def forget(self, addr: str) -> None:
         """Close the channel to ``addr``; the next use opens a new one, looking the host up again."""

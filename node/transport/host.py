@@ -257,12 +257,18 @@ class PeerHost:
 
     def _failed(self, addr: str, lost: list[Queued], why: str) -> None:
         """Messages the link to ``addr`` could not write (``why``: queue_full, deadline, broken),
-        handed back to their senders; a broken stream drops its channel, and so does a write
-        that timed out on a channel that never connected (the address may be stale)."""
-        if why == "broken" or (why == "deadline" and addr in self.channels and not self.channels.connected(addr)):
+        handed back to their senders; a broken stream drops its channel, and so may a write that
+        timed out on a channel that never connected (``Channels.stale``)."""
+        if why == "broken":
             self.channels.forget(addr)
+        elif why == "deadline" and addr in self.channels:
+            self.spawn(self._forget_if_stale(addr, self.channels.open[addr]))
         for q in lost:
             q.sender.stream_failed([q], why)
+
+    async def _forget_if_stale(self, addr: str, channel: grpc.aio.Channel) -> None:
+        if await self.channels.stale(addr, channel, grpc.StatusCode.DEADLINE_EXCEEDED):
+            self.channels.forget(addr)
 
     def close_unlinked(self, now: float) -> None:
         """Close the idle links to addresses none of the peers here links to (at most once per

@@ -265,7 +265,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         except grpc.aio.AioRpcError as e:
             self.stats[SEND_FAILED] += 1
             log.debug("node %d: send to %d failed: %s %s", self.node_id, a.dst, e.code(), e.details())
-            if self.channels.stale(a.addr, channel, e.code()):  # reconnect, looking the host up again
+            if await self.channels.stale(a.addr, channel, e.code()):  # reconnect, looking the host up again
                 self._forget_channel(a.addr)
             self._execute(self.core.on_send_failed(a.dst, a.msg, self.now), span)
         except RemoteProtocolError as e:

@@ -2,7 +2,8 @@
 and brought back on a new IP: connects to the old one hang, they are never refused): the sender's
 call times out on a channel that never connected, and that drops the channel and the looked-up
 address, so the next send reaches the peer where it is now. Real gRPC on loopback; the old
-address is a listener on 127.0.0.2 whose accept queue is full, so SYNs to it go unanswered."""
+address is a listener on 127.0.0.2 whose accept queue is full, so SYNs to it go unanswered. A
+timeout on an address the name still gives (a slow connect) keeps the channel."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import asyncio
 import socket
 import time
 
+import grpc
 import pytest
 
 from node._gen.overlaylab.v1 import control_pb2
 from node.core.static_gossip import StaticGossipConfig
+from node.transport.channels import Channels
 from node.transport.settings import TransportSettings
 from node.transport.shell import PeerShell
 from tests.helpers import running
@@ -71,3 +74,39 @@ def test_a_send_that_timed_out_unconnected_looks_the_peer_up_again(tmp_path, tra
     assert r["send_failed"] == 1 and r["b_seen"] == 1  # the first copy lost to the old address, the next delivered
     assert r["connected"] and "127.0.0.1" not in r["looked_up"]
     assert r["failed_after"] > (9 if transport.mode == "unary" else 0.9)  # a timeout, never a refusal
+
+
+async def stale_verdicts() -> dict:
+    """``Channels.stale`` on real channels to a black hole, after a call on each timed out."""
+    holes = black_hole(0)
+    port = holes[0].getsockname()[1]
+    channels = Channels(None, asyncio.ensure_future)
+    deadline = grpc.StatusCode.DEADLINE_EXCEEDED
+    try:
+        async def timed_out(addr: str) -> grpc.aio.Channel:
+            """A channel to ``addr``, its host looked up as the black hole, and a call on it timed out."""
+            channels._hosts[addr.rpartition(":")[0]] = "127.0.0.2"
+            channel = channels.get(addr)
+            with pytest.raises(grpc.aio.AioRpcError) as failed:
+                await channel.unary_unary("/overlaylab.v1.Peer/Ping")(b"", timeout=0.5)
+            assert failed.value.code() == deadline
+            return channel
+
+        held = await timed_out(f"127.0.0.2:{port}")  # the name still gives that address: a slow connect
+        verdicts = {"address_holds": await channels.stale(f"127.0.0.2:{port}", held, deadline),
+                    "address_holds_unavailable": await channels.stale(f"127.0.0.2:{port}", held, grpc.StatusCode.UNAVAILABLE)}
+        moved = await timed_out(f"127.0.0.1:{port}")  # the name now gives another address
+        verdicts["moved"] = await channels.stale(f"127.0.0.1:{port}", moved, deadline)
+        channels.forget(f"127.0.0.1:{port}")
+        channels.get(f"127.0.0.1:{port}")
+        verdicts["moved_but_reopened"] = await channels.stale(f"127.0.0.1:{port}", moved, deadline)  # a newer channel
+        return verdicts
+    finally:
+        await channels.close()
+        for s in holes:
+            s.close()
+
+
+def test_only_a_timeout_on_an_address_the_name_no_longer_gives_drops_the_channel():
+    assert asyncio.run(stale_verdicts()) == {"address_holds": False, "address_holds_unavailable": True,
+                                             "moved": True, "moved_but_reopened": False}
