@@ -122,16 +122,17 @@ def analysed_synthetic_run(rd, spans: int, nodes: int, topics: int):
 
 
 @contextlib.asynccontextmanager
-async def running(shells: list[PeerShell]):
-    """Start the peers, join each to topic a with all the others as contacts, and yield their
-    Control stubs; close the channels and stop the peers afterwards."""
+async def running(shells: list[PeerShell], contacts_per_peer: int | None = None):
+    """Start the peers, join each to topic a with all the others (or the first
+    ``contacts_per_peer`` of them) as contacts, and yield their Control stubs; close the
+    channels and stop the peers afterwards."""
     for s in shells:
         await s.start()
     channels = [grpc.aio.insecure_channel(f"127.0.0.1:{s.control_port}") for s in shells]
     control = [control_pb2_grpc.ControlStub(ch) for ch in channels]
     try:
         for i, ctl in enumerate(control):
-            contacts = [codec.descriptor_to_pb(s.core.me) for j, s in enumerate(shells) if j != i]
+            contacts = [codec.descriptor_to_pb(s.core.me) for j, s in enumerate(shells) if j != i][:contacts_per_peer]
             await ctl.Join(control_pb2.JoinRequest(topics=["a"], contacts=contacts), timeout=5)
         yield control
     finally:

@@ -14,16 +14,15 @@ from __future__ import annotations
 import asyncio
 import time
 
-import grpc
 import pytest
 
-from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc
+from node._gen.overlaylab.v1 import control_pb2
 from node.core.cyclon import CyclonConfig
 from node.core.gossip import GossipConfig
 from node.core.static_gossip import StaticGossipConfig
-from node.transport import codec
 from node.transport.settings import TransportSettings
 from node.transport.shell import PeerShell
+from tests.helpers import running
 
 PEERS, EVENTS, RATE = 8, 2000, 400.0
 
@@ -38,14 +37,7 @@ async def burst(tmp_path, mode: str, protocol: str = "gossip", events: int = EVE
     shells = [PeerShell(i, protocol, cfg, 1, "t", tmp_path, transport=transport) for i in range(PEERS)]
     layer = "cyclon" if protocol == "gossip" else "static"
     contacts_per_peer = 3 if protocol == "gossip" else PEERS - 1
-    for s in shells:
-        await s.start()
-    channels = [grpc.aio.insecure_channel(f"127.0.0.1:{s.control_port}") for s in shells]
-    control = [control_pb2_grpc.ControlStub(ch) for ch in channels]
-    try:
-        for i, ctl in enumerate(control):
-            contacts = [codec.descriptor_to_pb(shells[j].core.me) for j in range(PEERS) if j != i][:contacts_per_peer]
-            await ctl.Join(control_pb2.JoinRequest(topics=["a"], contacts=contacts), timeout=5)
+    async with running(shells, contacts_per_peer) as control:
         await asyncio.sleep(2.0)  # two CYCLON cycles
         start = time.monotonic()
         calls = []
@@ -66,11 +58,6 @@ async def burst(tmp_path, mode: str, protocol: str = "gossip", events: int = EVE
             await asyncio.sleep(0.5)
         return {"offered_s": offered_s, "published": published, "first_copies": [len(s.core.seen) for s in shells[1:]],
                 "views_ok": views_ok, "send_failed": sum(s.stats["send_failed"] for s in shells)}
-    finally:
-        for ch in channels:
-            await ch.close()
-        for s in shells:
-            await s.stop()
 
 
 @pytest.mark.component
