@@ -86,6 +86,7 @@ class StanAnalysis(ProtocolAnalysis):
         self.first_sizes: dict[int, tuple[int, int]] = {}
         self.lvs_changed: set[int] = set()
         self.open_channels: list[int] = []
+        self.replies_late = 0
 
     def add_snapshot(self, rows: list[dict]) -> None:
         sizes = view_sizes(rows)
@@ -99,6 +100,7 @@ class StanAnalysis(ProtocolAnalysis):
 
     def add_stats(self, rows: list[dict]) -> None:
         self.open_channels = [r["counters"]["open_channels"] for r in rows if "open_channels" in r.get("counters", {})]
+        self.replies_late = sum(r.get("counters", {}).get("replies_late", 0) for r in rows)
 
     def metrics(self, final: list[dict]) -> dict:
         if not self.rounds:
@@ -138,6 +140,7 @@ class StanAnalysis(ProtocolAnalysis):
         }
         if self.open_channels:
             out["open_channels_mean"] = statistics.fmean(self.open_channels)
+        out["replies_late"] = self.replies_late
         return out
 
     @staticmethod

@@ -276,7 +276,8 @@ class _SimRun:
             self.timeline.close()
         exp, rd = self.exp, self.rd  # a forked variant's own
         self.snapshots.close()
-        rd.write_jsonl("stats.jsonl", ({"node": i, "counters": dict(c)} for i, c in sim.stats.items()))
+        rd.write_jsonl("stats.jsonl", ({"node": i, "counters": {**c, **(sim.nodes[i].counters() if i in sim.nodes else {})}}
+                                      for i, c in sim.stats.items()))
         rd.write_json("run.json", run_meta(
             exp, rd, started_ns=0, measure_start_ns=ns(exp.phases.warmup_s), ended_ns=end_ns,
             frozen_ns=ns(sim.frozen_s), sim_steps=sim.steps, spans=self.spans.count,

@@ -68,6 +68,11 @@ class Layer(_Part):
         """Seconds between ticks; None: the layer has no timer."""
         return None
 
+    @property
+    def late_replies(self) -> int:
+        """Replies dropped because they came after their deadline or nobody awaited them."""
+        return 0
+
     def bootstrap(self, contacts: Sequence[Descriptor]) -> None:
         """The contacts the node joins with (default: ignored)."""
 
@@ -122,6 +127,10 @@ class ExchangeLayer(Layer, ABC):
         super().__init__()
         self.max_entries = max_entries
         self.pending: PendingReplies[Any] = PendingReplies(timeout_s)
+
+    @property
+    def late_replies(self) -> int:
+        return self.pending.late
 
     def tick(self, now: float) -> list[Action]:
         for partner, kept in self.pending.prune(now):
@@ -337,6 +346,11 @@ class Stack:
         return [Send(d.node_id, d.addr, copy) for d in targets]
 
     # --- introspection ------------------------------------------------------------------------
+
+    def counters(self) -> dict[str, int]:
+        """The core's own counters, reported with the peer's stats (``replies_late``: an overlay
+        whose replies come too late, on a loaded machine, stops improving its views)."""
+        return {"replies_late": sum(layer.late_replies for layer in self.layers.values())}
 
     def snapshot(self) -> NodeSnapshot:
         return NodeSnapshot(self.node_id, sorted(self.me.topics),

@@ -164,6 +164,10 @@ class StanLinks(Layer):
     def period(self) -> float:
         return self.config.round_ms / 1000.0
 
+    @property
+    def late_replies(self) -> int:
+        return self.late
+
     def first_tick(self, now: float, rng: random.Random) -> float:
         if not self.config.lockstep:
             return super().first_tick(now, rng) + self.period
@@ -220,9 +224,8 @@ class StanLinks(Layer):
 
     def tick(self, now: float) -> list[Action]:
         for walk_id, (_, deadline) in list(self.pending.items()):
-            if deadline <= now:
+            if deadline <= now:  # its reply, if it comes, is counted late
                 del self.pending[walk_id]
-                self.late += 1
         for node in [n for n, until in self.suspected.items() if until <= now]:
             del self.suspected[node]
         sends: list[Action] = [self._as_signal(t, a) for t, cyc in self.omp.items() for a in cyc.tick(now)]

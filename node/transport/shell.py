@@ -382,7 +382,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         return control_pb2.PublishReply(event_id=event.event_id)
 
     async def GetStats(self, request, context):
-        counters = dict(self.stats)
+        counters = {**self.stats, **self.core.counters()}
         counters["spans_ended"] = self.telemetry.ended
         counters["spans_exported"] = self.telemetry.exporter.exported
         if self.transport.mode == "unary":  # streams: the process's links, not this peer's

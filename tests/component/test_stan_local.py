@@ -15,8 +15,8 @@ from tests.conftest import ROOT
 
 FILE = str(ROOT / "experiments" / "stan-local.yaml")
 SMALL = ["--set", "nodes.count=48", "--set", "nodes.peers_per_process=12", "--set", "workload.topics=10",
-         "--set", "protocol.params.round_ms=1000", "--set", "protocol.params.walk_timeout_ms=900",
-         "--set", "protocol.params.rounds=5", "--set", "phases.warmup_s=9", "--set", "phases.drain_s=3",
+         "--set", "protocol.params.round_ms=2000", "--set", "protocol.params.walk_timeout_ms=6000",
+         "--set", "protocol.params.rounds=5", "--set", "phases.warmup_s=19", "--set", "phases.drain_s=3",
          "--set", "outputs.snapshot_every_s=1", "--set", "publications.rounds=1", "--no-analyze"]
 
 
@@ -46,8 +46,9 @@ def test_views_converge_as_in_sim_and_open_channels_are_the_physical_links(tmp_p
     capsys.readouterr()
     assert local["lvs_constant"] and sim["lvs_constant"]
     assert local["ipvs_mean"] == sim["ipvs_mean"]  # the same per-topic bootstrap
-    for m in (local, sim):
-        assert m["fpvs_mean"] < 0.9 * m["ipvs_mean"]
+    assert sim["replies_late"] == 0
+    for m in (local, sim):  # a walk's reply is awaited for 3 rounds: on a busy machine it is late
+        assert m["fpvs_mean"] < 0.9 * m["ipvs_mean"], m["replies_late"]
         assert m["fpvs_mean"] == pytest.approx(m["omniscient_pvs_mean"], rel=0.05)
     assert local["fpvs_mean"] == pytest.approx(sim["fpvs_mean"], rel=0.05)
     stats = read_jsonl(next((tmp_path / "local").iterdir()) / "stats.jsonl")

@@ -116,6 +116,7 @@ def test_a_reply_keeps_the_k_lightest_candidates_without_self_or_non_subscribers
     # a reply nobody awaits (already taken) changes nothing and is counted
     c.on_message(7, Signal(LAYER, COLLECTED, Descriptor(7, "n7"), (Descriptor(99, "n99"),), ("a",), (walk_id,)), 10.2)
     assert layer.late == 1 and 99 not in layer.views["a"]
+    assert c.counters() == {"replies_late": 1}
 
 
 def test_a_walk_collects_each_visited_node_and_its_view_and_ends_at_ttl_zero():
