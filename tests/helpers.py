@@ -111,10 +111,11 @@ def wait_for_port(port: int, tries: int = 300) -> None:
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port}")
 
 
-def analysed_synthetic_run(rd, spans: int, nodes: int, topics: int):
-    """A synthetic run (analysis/synthetic.py) written to ``rd`` and analysed here (local Spark)."""
-    for argv in (["synthetic", str(rd), "--spans", str(spans), "--nodes", str(nodes), "--topics", str(topics)],
-                 ["analyze", str(rd)]):
+def synthetic_run(rd, spans: int, nodes: int, topics: int, analyse: bool = False):
+    """A synthetic run (analysis/synthetic.py) written to ``rd``, analysed here (local Spark) if
+    ``analyse``."""
+    argvs = [["synthetic", str(rd), "--spans", str(spans), "--nodes", str(nodes), "--topics", str(topics)]]
+    for argv in argvs + [["analyze", str(rd)]] * analyse:
         with pytest.raises(SystemExit) as done:
             main(argv)
         assert done.value.code == 0

@@ -12,7 +12,7 @@ import yaml
 
 from analysis.crosscheck import compare
 from controller.cli import main
-from tests.helpers import analysed_synthetic_run, conformance_experiment
+from tests.helpers import conformance_experiment, synthetic_run
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,7 @@ def test_crosscheck_agrees_with_the_summary_and_catches_a_wrong_one(zero_delay_r
 def test_a_synthetic_run_is_analysed_and_crosschecked(tmp_path):
     """The generator behind `make bench-spark` writes a run the analysis reads like any other;
     its ties (whole milliseconds), misses, duplicates, relays and churn agree in both computations."""
-    rd = analysed_synthetic_run(tmp_path / "synthetic", spans=20000, nodes=400, topics=40)
+    rd = synthetic_run(tmp_path / "synthetic", spans=20000, nodes=400, topics=40, analyse=True)
     summary = json.loads((rd / "summary.json").read_text())
     meta = json.loads((rd / "run.json").read_text())
     assert summary["spans"]["publish"] + summary["spans"]["receive"] == meta["spans"] > 15_000

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import analysed_synthetic_run, free_port, wait_for_port
+from analysis.crosscheck import compare
+from tests.helpers import free_port, synthetic_run, wait_for_port
 
 MOTO = Path(__file__).resolve().parents[2] / ".venv-s3" / "bin" / "moto_server"
 
@@ -41,7 +42,7 @@ def s3_endpoint():
 
 
 def test_a_run_in_object_storage_is_analysed_in_place(tmp_path, s3_endpoint):
-    local = analysed_synthetic_run(tmp_path / "run", spans=5000, nodes=200, topics=20)
+    local = synthetic_run(tmp_path / "run", spans=5000, nodes=200, topics=20)
     bucket = f"{s3_endpoint}/runs"
     _request("PUT", bucket)  # path-style S3 REST
     for f in local.rglob("*"):
@@ -59,8 +60,7 @@ def test_a_run_in_object_storage_is_analysed_in_place(tmp_path, s3_endpoint):
     listing = _request("GET", f"{bucket}?list-type=2&prefix=r1/").decode()
     for key in ("r1/summary.json", "r1/report.html", "r1/plots/latency_cdf.png", "r1/metrics/deliveries.parquet/part-"):
         assert f"<Key>{key}" in listing, key
-    remote = json.loads(_request("GET", f"{bucket}/r1/summary.json"))
-    here = json.loads((local / "summary.json").read_text())
-    for key in ("events", "expected_receivers", "deliveries", "hit_ratio", "latency_ms", "hops",
-                "duplication_factor", "relay_ratio", "churn", "hop_histogram"):
-        assert remote[key] == here[key], key
+    # the summary in the bucket is the one the plain-Python crosscheck computes from the local copy
+    (local / "summary.json").write_bytes(_request("GET", f"{bucket}/r1/summary.json"))
+    assert json.loads((local / "summary.json").read_text())["deliveries"] > 0
+    assert [r for r in compare(local) if not r["agree"]] == []

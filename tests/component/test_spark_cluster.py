@@ -1,5 +1,6 @@
 """`overlaylab analyze --master spark://...`: the analysis on a Spark standalone cluster (a master
-and a worker JVM started from pyspark's own distribution) gives the summary of local[*]."""
+and a worker JVM started from pyspark's own distribution) gives the summary the plain-Python
+crosscheck computes (analysis/crosscheck.py, which agrees with local[*]: test_crosscheck.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from tests.helpers import analysed_synthetic_run, free_port, wait_for_port
+from analysis.crosscheck import compare
+from tests.helpers import free_port, synthetic_run, wait_for_port
 
 SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
 
@@ -42,15 +44,12 @@ def spark_master(tmp_path_factory):
 
 def test_the_analysis_runs_on_a_standalone_spark_cluster(tmp_path, spark_master):
     url, work = spark_master
-    rd = analysed_synthetic_run(tmp_path / "run", spans=5000, nodes=200, topics=20)
-    here = json.loads((rd / "summary.json").read_text())
-    (rd / "summary.json").unlink()
+    rd = synthetic_run(tmp_path / "run", spans=5000, nodes=200, topics=20)
     proc = subprocess.run([sys.executable, "-m", "controller.cli", "analyze", str(rd), "--master", url,
                            "--conf", "spark.executor.memory=512m"], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     there = json.loads((rd / "summary.json").read_text())
-    for key in ("events", "expected_receivers", "deliveries", "hit_ratio", "latency_ms", "hops",
-                "duplication_factor", "relay_ratio", "churn", "hop_histogram"):
-        assert there[key] == here[key], key
+    assert there["deliveries"] > 0 and sum(there["hop_histogram"].values()) == there["deliveries"]
+    assert [r for r in compare(rd) if not r["agree"]] == []
     # the work ran in the worker's executor: it made an application directory with its log
     assert list(work.glob("app-*/*/stderr"))
