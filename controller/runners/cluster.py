@@ -164,7 +164,7 @@ class ClusterDriver(Driver):
         """Resume the Schedule, record each kill Chaos Mesh reports, join the node again once its
         pod is back. At ``end_s`` pause the Schedule, record the kills it still reports (a kill
         just before the end can show in its PodChaos status seconds later on a busy node; up to
-        ``SETTLE_S``), then delete it."""
+        ``SETTLE_S``) and its events, then delete it."""
         name = f"{self.layout.release}-pod-kill"
         args = ("chaos-mesh.org", "v1alpha1", self.namespace, "schedules", name)
         await asyncio.to_thread(self.custom.patch_namespaced_custom_object, *args, _pause(False))
@@ -195,6 +195,8 @@ class ClusterDriver(Driver):
             if await record():
                 break
             await asyncio.sleep(POLL_S)
+        for event in await asyncio.to_thread(self._schedule_events, name):
+            self.timeline.record(time.time_ns(), "chaos_event", None, chaos=name, **event)
         await asyncio.to_thread(self.custom.delete_namespaced_custom_object, *args)
         self.timeline.record(time.time_ns(), "fault_off", None, fault="pod_kill", chaos=name)
         await asyncio.gather(*rejoins, return_exceptions=True)
@@ -214,6 +216,17 @@ class ClusterDriver(Driver):
             kills += done
             pending += not done
         return kills, pending
+
+    def _schedule_events(self, schedule: str) -> list[dict]:
+        """Chaos Mesh's own account of the Schedule (its Kubernetes events: ``Spawned`` for each
+        PodChaos, ``Forbid``, ``Failed``): a kill off the schedule's rate shows its cause here
+        (on a busy node its controller can lose the update of the last schedule time to a
+        conflict and spawn again at once)."""
+        items = self.core.list_namespaced_event(
+            self.namespace, field_selector=f"involvedObject.kind=Schedule,involvedObject.name={schedule}").items
+        return [{"reason": e.reason, "message": e.message, "count": e.count or 1,
+                 "last_at": (e.last_timestamp or e.event_time or e.metadata.creation_timestamp).isoformat()}
+                for e in sorted(items, key=lambda e: e.metadata.creation_timestamp)]
 
     async def _read_pod(self, pod: str):
         return await asyncio.to_thread(self.core.read_namespaced_pod, pod, self.namespace)

@@ -286,9 +286,17 @@ def test_chaos_mesh_kills_churner_pods_on_its_schedule_and_the_overlay_recovers(
     kills = [e for e in timeline if e["kind"] == "pod_kill"]
     crashes = [e for e in timeline if e["kind"] == "crash"]
     rejoins = [e for e in timeline if e["kind"] == "join" and not e.get("initial")]
-    # one kill every 20 s of a 40 s window, read from the PodChaos objects' status
-    assert 1 <= len(kills) <= 3
-    assert all("-churner-" in e["pod"] and e["chaos"] and e["killed_at"] for e in kills)
+    # The kills, read from the PodChaos objects' status, are those of the objects Chaos Mesh's
+    # own events say the Schedule spawned, one pod each...
+    events = [e for e in timeline if e["kind"] == "chaos_event"]
+    spawned = [e["message"].rpartition(": ")[2] for e in events if e["reason"] == "Spawned"]
+    assert kills and {e["chaos"] for e in kills} <= set(spawned) and len({e["chaos"] for e in kills}) == len(kills)
+    assert all("-churner-" in e["pod"] and e["killed_at"] for e in kills)
+    # ... at one every 20 s of the 40 s window, resumed on a Schedule created earlier (a first
+    # spawn at once), but for a spawn right after each update of its last schedule time it lost
+    # to a conflict (its controller reads a cache that lags on this busy node).
+    lost = sum(e["count"] for e in events if e["reason"] == "Failed" and "lastScheduleTime" in e["message"])
+    assert len(spawned) <= 3 + lost, events
     assert crashes and all(e["by"] == "chaos_mesh" for e in crashes)
     assert sorted(e["node"] for e in rejoins) == sorted(e["node"] for e in crashes)
     assert summary["churn"]["crashes"] == len(crashes)
