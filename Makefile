@@ -41,7 +41,7 @@ run: setup
 TEST_WORKERS ?= 2
 
 test: setup $(HELM) $(MOTO) $(CHECKOV) $(PSA_CHECK) lint
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal --durations=15 -m 'not image and not cluster and not alone'
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist load --durations=15 -m 'not image and not cluster and not alone'
 	$(PY) -m pytest -m alone
 
 # ruff over the project; mypy --strict over the protocol cores (node/core, pyproject.toml).

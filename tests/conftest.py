@@ -12,6 +12,9 @@ def pytest_collection_modifyitems(items):
         tier = Path(str(item.fspath)).parent.name
         if tier in ("unit", "component", "chart", "image", "cluster"):
             item.add_marker(getattr(pytest.mark, tier))
+    # The slow tests first: xdist's load scheduling deals them out before the short ones, so no
+    # worker is left running a long test alone at the end.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture(scope="session")

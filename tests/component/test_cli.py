@@ -15,6 +15,7 @@ from tests.conftest import ROOT
 QUICK = str(ROOT / "experiments" / "quickstart.yaml")
 
 
+@pytest.mark.slow
 def test_sim_run_end_to_end_writes_summary_and_report(tmp_path, capsys):
     with pytest.raises(SystemExit) as done:
         main(["run", QUICK, "--backend", "sim", "--out", str(tmp_path), "--set", "nodes.count=24",
@@ -42,6 +43,7 @@ def test_sim_run_end_to_end_writes_summary_and_report(tmp_path, capsys):
     assert "count: 24" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_poldercast_e1_file_runs_and_reports_ring_convergence_by_cycle_and_size(tmp_path, capsys):
     """The paper's E1 file, scaled down: per-cycle ring convergence (Fig. 5), convergence
     against subscription and ring size (Fig. 6) and RINGS degree (Fig. 7) in summary and report."""

@@ -28,6 +28,7 @@ from tests.helpers import conformance_experiment, one_per_module
 PROTOCOLS = protocol_names()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "transport"), [(n, "unary") for n in one_per_module(PROTOCOLS)]
                          + [("poldercast", "stream")])  # three layers of exchanges over streamed links
 def test_sim_and_local_both_deliver_every_event(name, transport, tmp_path, monkeypatch, capsys):

@@ -17,6 +17,8 @@ import yaml
 from analysis.crosscheck import compare
 from analysis.jobs.summarize import run as summarize
 
+pytestmark = pytest.mark.slow
+
 EXPERIMENT = {
     "name": "crashes", "seed": 3, "backend": "local",
     "protocol": {"name": "gossip", "params": {"cyclon": {"view_size": 6, "shuffle_length": 3, "cycle_ms": 500,
@@ -30,6 +32,7 @@ EXPERIMENT = {
     "phases": {"warmup_s": 3, "drain_s": 3},
     "analysis": {"delivery_window_s": 2},
 }
+
 
 
 def start_run(tmp_path: Path) -> tuple[subprocess.Popen, Path]:

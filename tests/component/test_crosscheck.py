@@ -62,6 +62,7 @@ def test_crosscheck_agrees_with_the_summary_and_catches_a_wrong_one(zero_delay_r
     assert "hops.mean" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_synthetic_run_is_analysed_and_crosschecked(tmp_path):
     """The generator behind `make bench-spark` writes a run the analysis reads like any other;
     its ties (whole milliseconds), misses, duplicates, relays and churn agree in both computations."""

@@ -3,12 +3,15 @@ failures, the run ends cleanly and the analysis joins Locust's statistics."""
 
 import json
 
+import pytest
+
 from analysis.jobs.summarize import run as analyze
 from controller.config import parse_experiment
 from controller.rundir import RunDir
 from controller.runners.local import LocalRunner
 
 
+@pytest.mark.slow
 def test_locust_load_with_a_peer_dying(tmp_path, spark):
     exp = parse_experiment({
         "name": "load", "seed": 4, "backend": "local",

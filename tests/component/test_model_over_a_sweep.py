@@ -11,6 +11,7 @@ from controller.cli import main
 from tests.conftest import ROOT
 
 
+@pytest.mark.slow
 def test_model_against_a_sweep_of_listed_points(tmp_path, capsys):
     exp = yaml.safe_load((ROOT / "experiments" / "gossip-poisson.yaml").read_text())
     exp["nodes"]["count"] = 1000

@@ -70,6 +70,7 @@ def spark_master(tmp_path_factory):
             p.wait(30)
 
 
+@pytest.mark.slow
 def test_a_run_in_object_storage_is_analysed_in_place_on_a_standalone_spark_cluster(tmp_path, s3_endpoint,
                                                                                      spark_master):
     url, work = spark_master

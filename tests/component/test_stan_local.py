@@ -40,6 +40,7 @@ def stan_metrics(rd: Path) -> dict:
     return {**analysis.metrics(final), "final_pvs": {p: v[1] for p, v in view_sizes(final).items()}}
 
 
+@pytest.mark.slow
 def test_views_converge_as_in_sim_and_open_channels_are_the_physical_links(tmp_path, capsys):
     local = stan_metrics(run(tmp_path, "local"))
     sim = stan_metrics(run(tmp_path, "sim", "--backend", "sim"))

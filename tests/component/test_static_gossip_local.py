@@ -25,6 +25,7 @@ def run(tmp_path: Path, name: str, *args: str) -> Path:
     return rd
 
 
+@pytest.mark.slow
 def test_the_reached_sets_are_the_same_on_real_peers_with_delay_and_in_the_simulator(tmp_path, capsys):
     local = run(tmp_path, "local")
     sim_delay = run(tmp_path, "sim", "--backend", "sim", "--no-analyze")

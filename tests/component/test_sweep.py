@@ -23,6 +23,7 @@ def sweep_file(tmp_path, grid: dict, seeds=(1, 2)) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_a_sweep_runs_every_point_and_tables_them(tmp_path, capsys):
     file = sweep_file(tmp_path, {"protocol.params.gamma": [0.0, 1.0]})
     with pytest.raises(SystemExit) as done:

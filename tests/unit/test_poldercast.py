@@ -157,6 +157,7 @@ def test_incremental_ring_update_equals_recomputing_every_ring(monkeypatch, para
     assert len(checked) == 60 and sum(checked.values()) > 60 * 8 * 2
 
 
+@pytest.mark.slow
 def test_ring_failover_routes_around_crashed_ring_neighbours():
     """With ring_failover a failed event send to a ring neighbour goes to the next one on that
     side, so an event crosses a crashed node; off (the paper's rule), the ring breaks there."""
