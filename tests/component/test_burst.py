@@ -2,7 +2,9 @@
 publishes offered at 400/s into one peer of 8 flooding peers hosted in this one process (one
 event loop, as with nodes.peers_per_process: 8). Over the complete graph (static_gossip, every
 peer floods to its 7 neighbours: 112,000 copies) every subscriber receives at least 99.9% of the
-events; over CYCLON (gossip, CYCLON at its defaults) no view is empty afterwards.
+events; over CYCLON (gossip, CYCLON at its defaults) no view is empty afterwards and a publish
+after the burst reaches every peer (the collapse this guards against: after a burst, a publish
+reached nobody).
 
 Measured with this harness (the closing note of the transport issue): streams deliver 2,000 of
 2,000 events to every peer in both setups; the unary transport 1,124 of 2,000 (complete graph,
@@ -24,7 +26,7 @@ from node.transport.settings import TransportSettings
 from node.transport.shell import PeerShell
 from tests.helpers import running
 
-PEERS, EVENTS, RATE = 8, 2000, 400.0
+PEERS, EVENTS, RATE, AFTER = 8, 2000, 400.0, 20
 
 
 async def burst(tmp_path, mode: str, protocol: str = "gossip", events: int = EVENTS, rate: float = RATE) -> dict:
@@ -52,12 +54,20 @@ async def burst(tmp_path, mode: str, protocol: str = "gossip", events: int = EVE
             if min(len(s.core.seen) for s in shells[1:]) >= published:
                 break
             await asyncio.sleep(0.1)
+        first_copies = [len(s.core.seen) for s in shells[1:]]
         views_ok = True
         for _ in range(6):  # views over the next 3 s (three CYCLON cycles)
             views_ok &= all(s.core.view(layer) for s in shells)
             await asyncio.sleep(0.5)
-        return {"offered_s": offered_s, "published": published, "first_copies": [len(s.core.seen) for s in shells[1:]],
-                "views_ok": views_ok, "send_failed": sum(s.stats["send_failed"] for s in shells)}
+        after = []  # then AFTER publishes at 10/s: each one's receivers
+        for _ in range(AFTER):
+            reply = await control[0].Publish(control_pb2.PublishRequest(topic="a", payload=b"x"), timeout=10)
+            await asyncio.sleep(0.1)
+            after.append(reply.event_id)
+        await asyncio.sleep(1.0)
+        return {"offered_s": offered_s, "published": published, "first_copies": first_copies, "views_ok": views_ok,
+                "after": [sum(e in s.core.seen for e in after) for s in shells[1:]],
+                "send_failed": sum(s.stats["send_failed"] for s in shells)}
 
 
 @pytest.mark.component
@@ -73,7 +83,13 @@ def test_a_burst_into_one_peer_reaches_every_subscriber(tmp_path):
 def test_a_burst_over_cyclon_leaves_no_view_empty(tmp_path):
     r = asyncio.run(burst(tmp_path, "stream", "gossip"))
     assert r["views_ok"] and r["published"] == EVENTS, r
-    # CYCLON's own view changes (a partner leaves the view until its descriptor comes back)
-    # can leave a node out of every view for a moment, even unloaded: a few events in some runs,
-    # and up to 84 of 2,000 at one peer in runs on a loaded machine (1,916-2,000 measured).
-    assert min(r["first_copies"]) >= 0.95 * EVENTS, r
+    # During the burst, CYCLON's own view changes (a shuffle's partner leaves the initiator's
+    # view, for good when its reply misses the deadline on the overloaded loop) can leave a node
+    # out of every view for a while: up to 163 events of 2,000 missed at one peer on a busy CI
+    # machine, 23-43 here with two CPU hogs beside the test, 0-14 unloaded. 90% still tells a
+    # working transport from the unary one (1,520-1,751) and from the collapse (12-24%).
+    assert min(r["first_copies"]) >= 0.9 * EVENTS, r
+    # Once the burst is over, the views carry events to every peer again. Not all 20: with 8
+    # nodes and views of 20, CYCLON keeps some node in no view at all about a tenth of the time
+    # even unloaded (sampled every 10 ms: 391 of 3,915 samples), so 19 of 20 happens.
+    assert min(r["after"]) >= 0.75 * AFTER, r
