@@ -101,6 +101,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def black_hole(port: int) -> list[socket.socket]:
+    """A listener on 127.0.0.2:``port`` that never accepts, its one-slot queue filled: a connect
+    to it hangs as one to a vanished pod's address does."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.2", port))
+    listener.listen(0)
+    held = [listener]
+    for _ in range(2):
+        s = socket.socket()
+        s.setblocking(False)
+        s.connect_ex(("127.0.0.2", port))
+        held.append(s)
+    return held
+
+
 def wait_for_port(port: int, tries: int = 300) -> None:
     for _ in range(tries):
         try:

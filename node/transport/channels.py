@@ -5,9 +5,10 @@ cluster's DNS a lookup per channel. A call that fails as unavailable forgets the
 that restarted has a new one); the next use opens a new channel and looks the host up again.
 So does a call that timed out on a channel that never connected when the host's name no longer
 leads to the address looked up: on Kubernetes a deleted pod's old address answers nothing, not
-even a reset, so connects to it hang for gRPC's 20 s connect timeout while every call on the
-channel times out. A timeout on an address that still holds (a TLS handshake on a busy host)
-keeps the channel: dropping it would cancel the calls under way and start the handshake again.
+even a reset, so connects to it hang until the connect timeout (``transport.connect_timeout_ms``)
+and every call on the channel fails. A timeout on an address that still holds (a TLS handshake
+on a busy host) keeps the channel: dropping it would cancel the calls under way and start the
+handshake again.
 """
 
 from __future__ import annotations
@@ -20,20 +21,27 @@ import grpc
 
 from .security import Credentials, aio_channel
 
-CHANNEL_OPTIONS = [
-    # A peer that crashed and restarted on its port should be reachable again within a cycle,
-    # not after gRPC's default reconnect backoff (up to two minutes). Not min_reconnect_backoff:
-    # gRPC also takes it as the connect timeout, and a TLS handshake on a busy host can take
-    # longer than 100 ms (every such connection failed "before receiving SETTINGS frame").
-    ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 1000),
-]
+def channel_options(connect_timeout_ms: float) -> list[tuple[str, int]]:
+    """gRPC options of every channel to a peer."""
+    return [
+        # A peer that crashed and restarted on its port should be reachable again within a
+        # cycle, not after gRPC's default reconnect backoff (up to two minutes).
+        ("grpc.initial_reconnect_backoff_ms", 100),
+        ("grpc.max_reconnect_backoff_ms", 1000),
+        # gRPC's name for the minimum connect timeout (20 s by default). A connect whose SYNs are
+        # dropped (a partition) only completes at the kernel's next SYN retransmission, up to
+        # 8 s after the path heals; a new attempt sends a new one. Not 100 ms: a TLS handshake
+        # on a busy host takes longer (every such connection failed "before receiving SETTINGS").
+        ("grpc.min_reconnect_backoff_ms", int(connect_timeout_ms)),
+    ]
 
 
 class Channels:
-    def __init__(self, credentials: Credentials | None, spawn: Callable[[Coroutine], None]) -> None:
+    def __init__(self, credentials: Credentials | None, spawn: Callable[[Coroutine], None],
+                 connect_timeout_ms: float) -> None:
         self.credentials = credentials
         self.spawn = spawn
+        self.options = channel_options(connect_timeout_ms)
         """Runs a coroutine in the background (closing a channel)."""
         self.open: dict[str, grpc.aio.Channel] = {}
         self._hosts: dict[str, str] = {}  # host name -> address, resolved once
@@ -46,7 +54,7 @@ class Channels:
         if channel is None:
             host, _, port = addr.rpartition(":")
             target = f"{self._hosts[host]}:{port}" if host in self._hosts else addr
-            channel = self.open[addr] = aio_channel(target, self.credentials, CHANNEL_OPTIONS)
+            channel = self.open[addr] = aio_channel(target, self.credentials, self.options)
         return channel
 
     async def resolve(self, addr: str) -> None:

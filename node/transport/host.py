@@ -148,7 +148,7 @@ class PeerHost:
         self.refusals = Refusals(self.stats, credentials)
         self.server: grpc.aio.Server | None = None
         self.addr = ""
-        self.channels = Channels(credentials, self.spawn)
+        self.channels = Channels(credentials, self.spawn, self.transport.connect_timeout_ms)
         self.links: dict[str, Link] = {}
         self._inbox: deque[tuple[PeerShell, codec.Incoming]] = deque()
         self._draining: asyncio.Task | None = None

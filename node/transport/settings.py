@@ -23,6 +23,10 @@ class TransportSettings:
     """stream: largest frame (a single larger message travels alone)."""
     deadline_ms: float = 5000.0
     """stream: a message not written within this long of its send fails (queue wait included)."""
+    connect_timeout_ms: float = 3000.0
+    """How long one attempt to connect to a peer waits before the next (gRPC's minimum connect
+    timeout, 20 s by default). A link whose packets were dropped (a partition) carries again
+    within about this long plus the 1 s reconnect backoff after it heals."""
 
     __pydantic_config__ = {"extra": "forbid"}
 
@@ -37,3 +41,5 @@ class TransportSettings:
             raise ValueError(f"transport.coalesce_max_bytes must be in [1024, {MAX_MESSAGE_BYTES}]")
         if self.deadline_ms <= 0:
             raise ValueError("transport.deadline_ms must be positive")
+        if not 100 <= self.connect_timeout_ms <= 60_000:
+            raise ValueError("transport.connect_timeout_ms must be in [100, 60000]")

@@ -45,7 +45,7 @@ from node.interpret import DROPPED_BY_LINK, SEND_FAILED, SpanRecord, count_sent,
 from node.links import LinkModel, LinkRule
 
 from . import codec
-from .channels import CHANNEL_OPTIONS, Channels
+from .channels import Channels
 from .host import SERVICE, PeerHost, Refusals, answer_ping, listen
 from .security import PEER_SERVICE, Credentials, aio_channel, control_roles
 from .settings import TransportSettings
@@ -95,7 +95,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         self.server: grpc.aio.Server | None = None
         self.control_server: grpc.aio.Server | None = None
         self.control_port = 0
-        self.channels = Channels(credentials, self._spawn)
+        self.channels = Channels(credentials, self._spawn, self.transport.connect_timeout_ms)
         self._calls: dict[tuple[str, str], grpc.aio.UnaryUnaryMultiCallable] = {}
         self._in_flight: Counter[str] = Counter()  # calls under way per address
         self._reply_to: int | None = None  # while _execute runs: the node whose call is being served
@@ -424,7 +424,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
             return (ack.received_unix_nano - sent) / 1e6
 
         # A channel of the probes' own: measuring a link leaves the peer's connections as they were.
-        async with aio_channel(request.addr, self.credentials, CHANNEL_OPTIONS) as channel:
+        async with aio_channel(request.addr, self.credentials, self.channels.options) as channel:
             ping = channel.unary_unary(f"/{SERVICE}/Ping")
             delays = await asyncio.gather(*(probe(k) for k in range(request.count)))
         return control_pb2.ProbeReport(sent=request.count, delays_ms=[d for d in delays if d is not None])

@@ -8,7 +8,6 @@ timeout on an address the name still gives (a slow connect) keeps the channel.""
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 
 import grpc
@@ -19,22 +18,7 @@ from node.core.static_gossip import StaticGossipConfig
 from node.transport.channels import Channels
 from node.transport.settings import TransportSettings
 from node.transport.shell import PeerShell
-from tests.helpers import running
-
-
-def black_hole(port: int) -> list[socket.socket]:
-    """A listener on 127.0.0.2:``port`` that never accepts, its one-slot queue filled: a connect
-    to it hangs as one to a vanished pod's address does."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.2", port))
-    listener.listen(0)
-    held = [listener]
-    for _ in range(2):
-        s = socket.socket()
-        s.setblocking(False)
-        s.connect_ex(("127.0.0.2", port))
-        held.append(s)
-    return held
+from tests.helpers import black_hole, running
 
 
 async def until(condition, limit_s: float) -> float:
@@ -73,14 +57,15 @@ def test_a_send_that_timed_out_unconnected_looks_the_peer_up_again(tmp_path, tra
     r = asyncio.run(stale_then_moved(tmp_path, transport))
     assert r["send_failed"] == 1 and r["b_seen"] == 1  # the first copy lost to the old address, the next delivered
     assert r["connected"] and "127.0.0.1" not in r["looked_up"]
-    assert r["failed_after"] > (9 if transport.mode == "unary" else 0.9)  # a timeout, never a refusal
+    # a connect that hung until its timeout (unary) or the stream's deadline, never a refusal
+    assert r["failed_after"] > 0.9 * (transport.connect_timeout_ms if transport.mode == "unary" else transport.deadline_ms) / 1000
 
 
 async def stale_verdicts() -> dict:
     """``Channels.stale`` on real channels to a black hole, after a call on each timed out."""
     holes = black_hole(0)
     port = holes[0].getsockname()[1]
-    channels = Channels(None, asyncio.ensure_future)
+    channels = Channels(None, asyncio.ensure_future, TransportSettings().connect_timeout_ms)
     deadline = grpc.StatusCode.DEADLINE_EXCEEDED
     try:
         async def timed_out(addr: str) -> grpc.aio.Channel:
