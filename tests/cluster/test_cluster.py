@@ -20,6 +20,7 @@ from kubernetes import client, config
 
 from controller.runners.k8s import helm_binary
 from node.core import builtin_protocols
+from node.transport.settings import TransportSettings
 from tests.conftest import ROOT
 from tests.helpers import conformance_experiment, one_per_module, reached_sets
 from tests.k8s_schemas import CRDS
@@ -338,8 +339,10 @@ def test_a_chaos_mesh_partition_keeps_events_on_their_side_until_it_heals(api, c
     before = [r for r in deliveries if events[r["event_id"]]["t0_ns"] < on]
     assert len(before) >= 100 and all(r["delivered"] for r in before)
     part = overlay_parts(run_dir)
+    # a link carries again within a connect attempt (3 s) and the reconnect backoff (1 s) of the heal
+    heal_s = TransportSettings().connect_timeout_ms / 1000 + 2
     after = [r for r in deliveries if r["node"] in part[events[r["event_id"]]["publisher"]]
-             and events[r["event_id"]]["t0_ns"] >= recovered + 2 * s]
+             and events[r["event_id"]]["t0_ns"] >= recovered + heal_s * s]
     assert len(after) >= 100 and sum(r["delivered"] for r in after) >= 0.95 * len(after)
     assert wait_gone(api, summary["run_id"]) == []
 
