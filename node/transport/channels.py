@@ -21,6 +21,7 @@ import grpc
 
 from .security import Credentials, aio_channel
 
+
 def channel_options(connect_timeout_ms: float) -> list[tuple[str, int]]:
     """gRPC options of every channel to a peer."""
     return [
