@@ -14,7 +14,10 @@ the host to bind. Optional keys:
   (export spans to a Collector instead of ``trace_dir``), ``refuse_before_join``, ``transport``
   (the experiment's ``transport`` section, :class:`node.transport.settings.TransportSettings`);
 - ``exit_with_parent``: stop, flushing traces, when stdin reaches end of file (the controller
-  that holds its other end died).
+  that holds its other end died);
+- ``standby``: load, then wait for a line ``START`` on stdin before starting the peers (and
+  restoring their checkpoints): the controller starts a crashed peer's replacement at once and
+  brings it in at the planned rejoin.
 
 Each peer gets its own Control server; the Peer service is a server per peer in ``unary`` mode and
 one for the whole process in ``stream`` mode (the peers share its port, the first node's fixed
@@ -45,6 +48,8 @@ from node.transport.shell import PeerShell
 
 
 async def serve(cfg: dict) -> None:
+    if cfg.get("standby") and (await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)).strip() != "START":
+        return  # the controller went away first
     load_plugins()
     params = TypeAdapter(protocol_config_class(cfg["protocol"])).validate_python(cfg["params"])
     state_dir = Path(cfg["state_dir"]) if cfg.get("state_dir") else None

@@ -3,7 +3,9 @@
 Layout: nodes that never churn are grouped ``nodes.peers_per_process`` to a process; every node
 the churn plan touches gets a process of its own, so a crash is a real SIGKILL of that peer and a
 graceful leave is ``Control.Leave`` (flush traces) then SIGTERM. A rejoin restarts the process on
-the same port; with ``churn.rejoin: keep_state`` the peer restores its core from the checkpoint
+the same port: its replacement is started as soon as the node goes down and waits, imported, for
+the rejoin (a new Python process takes seconds to import on a busy machine, which made rejoins
+that late); with ``churn.rejoin: keep_state`` the peer restores its core from the checkpoint
 it writes every gossip tick (so even a crashed peer comes back with its views and
 subscriptions), with ``fresh`` it starts empty. The load phase is Locust, headless (or with its
 web UI), as a child process.
@@ -64,6 +66,8 @@ class _LocalRun(Driver):
         super().__init__(exp, rd)
         self.runner = runner
         self.solo: dict[int, subprocess.Popen] = {}
+        self.standby: dict[int, tuple[subprocess.Popen, Path]] = {}
+        """Each node that went down: its replacement process, waiting for the rejoin."""
         self.host_of: dict[int, subprocess.Popen] = {}
         """The process that hosts each node now."""
         (rd.path / "peers").mkdir(exist_ok=True)
@@ -79,14 +83,16 @@ class _LocalRun(Driver):
     # --- processes --------------------------------------------------------------------------
 
     def _spawn(self, name: str, nodes: list[int], ports: dict[int, tuple[int, int]] | None = None,
-               state: bool = False) -> tuple[subprocess.Popen, Path]:
-        """Start a peer process for ``nodes``; ``ports``: node -> (peer, control) ports to keep."""
+               state: bool = False, standby: bool = False) -> tuple[subprocess.Popen, Path]:
+        """Start a peer process for ``nodes``; ``ports``: node -> (peer, control) ports to keep;
+        ``standby``: it waits for ``START`` on its stdin before it starts its peers."""
         rd, ports = self.rd, ports or {}
         cfg = peer_config(self.exp, rd.run_id, nodes, trace_dir=str(rd.traces.resolve()), host="127.0.0.1",
                           ports={str(k): p for k, (p, _) in ports.items()},
                           control_ports={str(k): c for k, (_, c) in ports.items()},
                           pki=str(self.pki) if self.pki else None,
-                          state_dir=str(self.state_dir.resolve()) if state else None, exit_with_parent=True)
+                          state_dir=str(self.state_dir.resolve()) if state else None, exit_with_parent=True,
+                          standby=standby)
         path = rd.path / "peers" / f"{name}.json"
         path.write_text(json.dumps(cfg))
         log_path = rd.path / "logs" / f"{name}.log"
@@ -128,16 +134,20 @@ class _LocalRun(Driver):
         proc = self.solo[node]
         os.killpg(proc.pid, signal.SIGTERM if graceful else signal.SIGKILL)
         await asyncio.get_running_loop().run_in_executor(None, proc.wait)
+        # Its replacement, on the same ports, loads now and starts at the rejoin.
+        ports = tuple(int(a.rsplit(":", 1)[1]) for a in (self.addrs[node], self.control_addrs[node]))
+        self.standby[node] = self._spawn(f"node-{node}", [node], {node: ports},
+                                         state=self.exp.churn.rejoin == "keep_state", standby=True)
 
     async def bring_back(self, node: int) -> None:
         if self.solo[node].poll() is None:
             return
-        # It went down: restart it on the same port.
         if self.exp.churn.rejoin == "fresh":
             (self.state_dir / f"node-{node}.pickle").unlink(missing_ok=True)
         await self.channels[node].close()
-        ports = tuple(int(a.rsplit(":", 1)[1]) for a in (self.addrs[node], self.control_addrs[node]))
-        proc, log = self._spawn(f"node-{node}", [node], {node: ports}, state=self.exp.churn.rejoin == "keep_state")
+        proc, log = self.standby.pop(node)
+        proc.stdin.write("START\n")
+        proc.stdin.flush()
         self.solo[node] = self.host_of[node] = proc
         self._connect(node, *(await self._ready(proc, log))[node])
 

@@ -32,6 +32,11 @@ def test_crash_and_rejoin_with_state(tmp_path):
     churners = {e["node"] for e in crashes}
     assert len(churners) == 3 and len(crashes) >= 6 and len(rejoins) >= 3
     assert {e["node"] for e in rejoins} == churners
+    # Down 2 s as planned: the replacement process loads while the node is down (a process started
+    # at the rejoin came 1.8-2.2 s late beside two busy loops, 2.4-4.8 s late in make test)
+    for e in rejoins:
+        down = e["t_ns"] - max(c["t_ns"] for c in crashes if c["node"] == e["node"] and c["t_ns"] < e["t_ns"])
+        assert down < 3_500_000_000, (e, down)
 
     stats = {r["node"]: r["counters"] for r in map(json.loads, (rd.path / "stats.jsonl").read_text().splitlines())}
     for node in churners & stats.keys():
@@ -41,8 +46,8 @@ def test_crash_and_rejoin_with_state(tmp_path):
     spans = otlp_spans(rd.traces)
     last_publish = max(int(s["startTimeUnixNano"]) for s in spans if s["name"] == "publish")
     checked = 0
-    for e in rejoins:  # each up 1.5 s or more while events were published (on a busy machine a
-        node, joined = e["node"], e["t_ns"]  # rejoin, a new process, can come seconds late)
+    for e in rejoins:  # each up 1.5 s or more while events were published
+        node, joined = e["node"], e["t_ns"]
         gone = min((c["t_ns"] for c in crashes if c["node"] == node and c["t_ns"] > joined), default=last_publish)
         if min(gone, last_publish) - joined < 1_500_000_000:
             continue
