@@ -48,8 +48,10 @@ from node.transport.shell import PeerShell
 
 
 async def serve(cfg: dict) -> None:
-    if cfg.get("standby") and (await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)).strip() != "START":
-        return  # the controller went away first
+    if cfg.get("standby"):
+        start = await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+        if start.strip() != "START":
+            return  # the controller went away first
     load_plugins()
     params = TypeAdapter(protocol_config_class(cfg["protocol"])).validate_python(cfg["params"])
     state_dir = Path(cfg["state_dir"]) if cfg.get("state_dir") else None

@@ -30,8 +30,8 @@ def channel_options(connect_timeout_ms: float) -> list[tuple[str, int]]:
         ("grpc.initial_reconnect_backoff_ms", 100),
         ("grpc.max_reconnect_backoff_ms", 1000),
         # gRPC's name for the minimum connect timeout (20 s by default). A connect whose SYNs are
-        # dropped (a partition) only completes at the kernel's next SYN retransmission, up to
-        # 8 s after the path heals; a new attempt sends a new one. Not 100 ms: a TLS handshake
+        # dropped (a partition) only completes at the kernel's next SYN retransmission, seconds
+        # after the path heals; a new attempt sends a new one. Not 100 ms: a TLS handshake
         # on a busy host takes longer (every such connection failed "before receiving SETTINGS").
         ("grpc.min_reconnect_backoff_ms", int(connect_timeout_ms)),
     ]
@@ -42,8 +42,8 @@ class Channels:
                  connect_timeout_ms: float) -> None:
         self.credentials = credentials
         self.spawn = spawn
-        self.options = channel_options(connect_timeout_ms)
         """Runs a coroutine in the background (closing a channel)."""
+        self.options = channel_options(connect_timeout_ms)
         self.open: dict[str, grpc.aio.Channel] = {}
         self._hosts: dict[str, str] = {}  # host name -> address, resolved once
 
