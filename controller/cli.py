@@ -130,6 +130,10 @@ def cmd_crosscheck(args) -> int:
 
     from analysis.crosscheck import compare
 
+    if not (Path(args.run_dir) / "summary.json").is_file():
+        print(f"error: {args.run_dir} has no summary.json to check: run `overlaylab analyze {args.run_dir}` first",
+              file=sys.stderr)
+        return 2
     rows = compare(args.run_dir)
     table = Table(title=f"crosscheck {args.run_dir}: Spark summary against plain Python")
     for col in ("metric", "summary.json", "plain Python", ""):

@@ -62,6 +62,13 @@ def test_crosscheck_agrees_with_the_summary_and_catches_a_wrong_one(zero_delay_r
     assert "hops.mean" in capsys.readouterr().out
 
 
+def test_crosscheck_of_a_run_not_analysed_says_so(tmp_path, capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["crosscheck", str(tmp_path)])
+    assert done.value.code == 2
+    assert "has no summary.json" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_a_synthetic_run_is_analysed_and_crosschecked(tmp_path):
     """The generator behind `make bench-spark` writes a run the analysis reads like any other;
