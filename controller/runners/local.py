@@ -67,7 +67,7 @@ class _LocalRun(Driver):
         self.runner = runner
         self.solo: dict[int, subprocess.Popen] = {}
         self.standby: dict[int, tuple[subprocess.Popen, Path]] = {}
-        """Each node that went down: its replacement process, waiting for the rejoin."""
+        """Each churning node's next process, loaded and waiting for its rejoin."""
         self.host_of: dict[int, subprocess.Popen] = {}
         """The process that hosts each node now."""
         (rd.path / "peers").mkdir(exist_ok=True)
@@ -129,15 +129,21 @@ class _LocalRun(Driver):
             for node, (addr, control_addr) in addrs.items():
                 self.host_of[node] = proc
                 self._connect(node, addr, control_addr)
+        for node in sorted(churning):
+            self._spawn_spare(node)
+
+    def _spawn_spare(self, node: int) -> None:
+        """Start ``node``'s next process, on its ports, waiting for ``START``: it loads while the
+        node is up, so a rejoin costs a process start of tens of milliseconds, not an interpreter's
+        seconds on a busy machine."""
+        ports = tuple(int(a.rsplit(":", 1)[1]) for a in (self.addrs[node], self.control_addrs[node]))
+        self.standby[node] = self._spawn(f"node-{node}", [node], {node: ports},
+                                         state=self.exp.churn.rejoin == "keep_state", standby=True)
 
     async def take_down(self, node: int, graceful: bool) -> None:
         proc = self.solo[node]
         os.killpg(proc.pid, signal.SIGTERM if graceful else signal.SIGKILL)
         await asyncio.get_running_loop().run_in_executor(None, proc.wait)
-        # Its replacement, on the same ports, loads now and starts at the rejoin.
-        ports = tuple(int(a.rsplit(":", 1)[1]) for a in (self.addrs[node], self.control_addrs[node]))
-        self.standby[node] = self._spawn(f"node-{node}", [node], {node: ports},
-                                         state=self.exp.churn.rejoin == "keep_state", standby=True)
 
     async def bring_back(self, node: int) -> None:
         if self.solo[node].poll() is None:
@@ -150,6 +156,7 @@ class _LocalRun(Driver):
         proc.stdin.flush()
         self.solo[node] = self.host_of[node] = proc
         self._connect(node, *(await self._ready(proc, log))[node])
+        self._spawn_spare(node)
 
     async def hosts_gone(self) -> dict[int, str]:
         return {node: f"peer process {p.pid} exited with {p.returncode}"

@@ -32,8 +32,9 @@ def test_crash_and_rejoin_with_state(tmp_path):
     churners = {e["node"] for e in crashes}
     assert len(churners) == 3 and len(crashes) >= 6 and len(rejoins) >= 3
     assert {e["node"] for e in rejoins} == churners
-    # Down 2 s as planned: the replacement process loads while the node is down (a process started
-    # at the rejoin came 1.8-2.2 s late beside two busy loops, 2.4-4.8 s late in make test)
+    # Down 2 s as planned: the next process has loaded while the node was up (a process started at
+    # the rejoin came 1.8-2.2 s late beside two busy loops, 2.4-4.8 s late in make test; one started
+    # at the crash 1.5 s late on CI)
     for e in rejoins:
         down = e["t_ns"] - max(c["t_ns"] for c in crashes if c["node"] == e["node"] and c["t_ns"] < e["t_ns"])
         assert down < 3_500_000_000, (e, down)
