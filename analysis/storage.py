@@ -40,6 +40,8 @@ class StagedRun:
     """Where Spark reads ``traces/`` and writes ``metrics/``."""
     traces: list[str]
     """The file names under ``traces/``."""
+    trace_bytes: int
+    """Their size."""
 
 
 def is_remote(run_dir: str) -> bool:
@@ -51,7 +53,9 @@ def staged(run_dir: str, spark: SparkSession) -> Iterator[StagedRun]:
     if not is_remote(run_dir):
         local = Path(run_dir.removeprefix("file://"))
         traces = local / "traces"
-        yield StagedRun(local, str(local), sorted(p.name for p in traces.iterdir()) if traces.is_dir() else [])
+        names = sorted(p.name for p in traces.iterdir()) if traces.is_dir() else []
+        size = sum(f.stat().st_size for f in traces.rglob("*") if f.is_file()) if names else 0
+        yield StagedRun(local, str(local), names, size)
         return
     HPath = spark.sparkContext._jvm.org.apache.hadoop.fs.Path
     root = HPath(run_dir.rstrip("/"))
@@ -63,12 +67,13 @@ def staged(run_dir: str, spark: SparkSession) -> Iterator[StagedRun]:
     if not fs.exists(at("run.json")):
         raise FileNotFoundError(f"{run_dir}: no run.json (not a run directory)")
     traces = [s.getPath().getName() for s in fs.listStatus(at("traces"))] if fs.exists(at("traces")) else []
+    size = fs.getContentSummary(at("traces")).getLength() if traces else 0
     local = Path(tempfile.mkdtemp(prefix="overlaylab-run-"))
     try:
         for name in DRIVER_INPUTS:
             if fs.exists(at(name)):
                 fs.copyToLocalFile(False, at(name), HPath(str(local / name)), True)
-        yield StagedRun(local, run_dir.rstrip("/"), sorted(traces))
+        yield StagedRun(local, run_dir.rstrip("/"), sorted(traces), size)
         for name in DRIVER_OUTPUTS:
             files = [local / name] if (local / name).is_file() else sorted((local / name).rglob("*"))
             for f in (f for f in files if f.is_file()):

@@ -23,7 +23,7 @@ from .. import overlay, report, schemas
 from ..load import read_locust
 from ..protocols import analysis_for
 from ..runfiles import read_jsonl, run_end_ns
-from ..spark import get_spark
+from ..spark import get_spark, size_partitions
 from ..storage import StagedRun, staged
 
 QUANTILES = [0.5, 0.9, 0.99]
@@ -50,6 +50,7 @@ def run(run_dir: str | Path, spark: SparkSession | None = None) -> dict:
     """Analyse the run at ``run_dir``: a local directory or a Hadoop URI (``s3a://...``)."""
     spark = spark or get_spark()
     with staged(str(run_dir), spark) as staged_run:
+        size_partitions(spark, staged_run.trace_bytes)
         return _analyse(spark, staged_run)
 
 

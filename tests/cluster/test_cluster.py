@@ -18,6 +18,7 @@ import pytest
 import yaml
 from kubernetes import client, config
 
+from analysis.jobs import summarize
 from controller.runners.k8s import helm_binary
 from node.core import builtin_protocols
 from node.transport.settings import TransportSettings
@@ -128,21 +129,24 @@ def test_helm_install_runs_the_smoke_experiment_to_completion(api, tmp_path):
     assert wait_gone(api, "helm-smoke") == []
 
 
-def run_and_summarise(tmp_path, experiment: str, *extra: str) -> tuple[dict, list[dict]]:
-    done = overlaylab("run", experiment, "--backend", "k8s", "--out", str(tmp_path), *sets(*extra))
+def run_and_summarise(spark, tmp_path, experiment: str, *extra: str) -> tuple[dict, list[dict]]:
+    """``overlaylab run --backend k8s``, then its analysis in this process's Spark session (a warm
+    JVM analyses a small run in about 20 s, a new one in 60 s with its start)."""
+    done = overlaylab("run", experiment, "--backend", "k8s", "--no-analyze", "--out", str(tmp_path), *sets(*extra))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     timeline = [json.loads(line) for line in (run_dir / "timeline.jsonl").read_text().splitlines()]
+    summarize.run(run_dir, spark)
     return json.loads((run_dir / "summary.json").read_text()), timeline
 
 
-def test_quickstart_over_the_k8s_backend_reaches_every_subscriber(api, tmp_path):
+def test_quickstart_over_the_k8s_backend_reaches_every_subscriber(api, spark, tmp_path):
     """At half the quickstart's rate: with mutual TLS, 4 floods a second (about 1,000 unary
     calls and spans a second) saturate the 2 cores that also run the cluster; latencies then
     pass CYCLON's 1.5 s deadline and CYCLON rightly drops the slow peers (measured: 2 of 269
     deliveries missed, 24 failed sends). The streamed links of the "peers that keep up" issue
     are the fix; this test checks the backend, not the throughput."""
-    summary, _ = run_and_summarise(tmp_path, "experiments/quickstart.yaml", "k8s.peers_per_pod=4",
+    summary, _ = run_and_summarise(spark, tmp_path, "experiments/quickstart.yaml", "k8s.peers_per_pod=4",
                                    "publications.rate_per_s=2")
     assert summary["backend"] == "k8s" and summary["events"] == 40
     assert summary["hit_ratio"] == 1.0, {k: summary.get(k) for k in ("deliveries", "errors", "spans", "churn")}
@@ -151,7 +155,7 @@ def test_quickstart_over_the_k8s_backend_reaches_every_subscriber(api, tmp_path)
 
 
 @pytest.mark.parametrize("name", one_per_module(builtin_protocols()))
-def test_a_protocol_of_each_module_the_image_carries_delivers_every_event_on_the_cluster(api, tmp_path, name):
+def test_a_protocol_of_each_module_the_image_carries_delivers_every_event_on_the_cluster(api, spark, tmp_path, name):
     """The conformance suite's smoke (16 peers on a ring of contacts, or their protocol's own
     bootstrap, static network) over the k8s backend, for a protocol of each core module in the
     package (a longer warm-up: pods start slower than processes). SpiderCast also connects
@@ -160,7 +164,7 @@ def test_a_protocol_of_each_module_the_image_carries_delivers_every_event_on_the
     path.write_text(yaml.safe_dump(conformance_experiment(name, backend="k8s", phases={"warmup_s": 10, "drain_s": 3})))
     out = tmp_path / "runs"
     out.mkdir()
-    summary, _ = run_and_summarise(out, str(path), "k8s.peers_per_pod=4")
+    summary, _ = run_and_summarise(spark, out, str(path), "k8s.peers_per_pod=4")
     assert summary["backend"] == "k8s" and summary["protocol"] == name and summary["events"] == 24
     assert summary["hit_ratio"] == 1.0 and summary["spans"]["dropped"] == 0
     if name == "spidercast":
@@ -168,13 +172,13 @@ def test_a_protocol_of_each_module_the_image_carries_delivers_every_event_on_the
     assert wait_gone(api, summary["run_id"]) == []
 
 
-def test_gossip_on_a_static_graph_reaches_the_same_nodes_on_the_cluster_as_in_the_simulator(api, tmp_path):
+def test_gossip_on_a_static_graph_reaches_the_same_nodes_on_the_cluster_as_in_the_simulator(api, spark, tmp_path):
     """experiments/gossip-local.yaml (100 peers on a Poisson graph, 30 ± 10 ms links) in 10 pods
     with mutual TLS: with per-link coins every event reaches the very nodes it reaches in `sim`.
     A 10 s warm-up as the other cluster runs have (the file's 2 s: in 2 of 3 runs here no peer's
     spans reached the Collector during the whole run and its flush; cause not found)."""
     (tmp_path / "k8s").mkdir()
-    summary, _ = run_and_summarise(tmp_path / "k8s", "experiments/gossip-local.yaml", "k8s.peers_per_pod=10",
+    summary, _ = run_and_summarise(spark, tmp_path / "k8s", "experiments/gossip-local.yaml", "k8s.peers_per_pod=10",
                                    "phases.warmup_s=10")
     assert summary["backend"] == "k8s" and summary["events"] == 40 and summary["spans"]["dropped"] == 0
     done = overlaylab("run", "experiments/gossip-local.yaml", "--backend", "sim", "--out", str(tmp_path / "sim"),
@@ -187,14 +191,14 @@ def test_gossip_on_a_static_graph_reaches_the_same_nodes_on_the_cluster_as_in_th
     assert wait_gone(api, summary["run_id"]) == []
 
 
-def test_stan_lowers_pvs_on_the_cluster_and_its_open_channels_are_its_physical_links(api, tmp_path):
+def test_stan_lowers_pvs_on_the_cluster_and_its_open_channels_are_its_physical_links(api, spark, tmp_path):
     """experiments/stan-local.yaml (100 peers, 16 topics) in 10 pods with mutual TLS, 4 rounds of
     6 s: LVS stays, PVS falls, and each peer's open gRPC channels at the end are its physical
     links (the shell keeps channels to current neighbours only). Measured: a walk's reply takes
     seconds here (every reply opens a channel to its origin, with a TLS handshake, on 2 cores
     shared with the control plane), so with 3 s rounds nearly every reply is late and PVS stays;
     with 6 s rounds it falls from 26.93 to 24.30 in 4 rounds (on local peers: 18.67 in 8)."""
-    summary, _ = run_and_summarise(tmp_path, "experiments/stan-local.yaml", "k8s.peers_per_pod=10",
+    summary, _ = run_and_summarise(spark, tmp_path, "experiments/stan-local.yaml", "k8s.peers_per_pod=10",
                                    "protocol.params.round_ms=6000", "protocol.params.walk_timeout_ms=5500",
                                    "protocol.params.rounds=4", "phases.warmup_s=40", "outputs.snapshot_every_s=6")
     m = summary["protocol_metrics"]
@@ -204,8 +208,8 @@ def test_stan_lowers_pvs_on_the_cluster_and_its_open_channels_are_its_physical_l
     assert wait_gone(api, summary["run_id"]) == []
 
 
-def test_deleted_peer_pods_are_recorded_brought_back_and_analysed(api, tmp_path):
-    summary, timeline = run_and_summarise(tmp_path, "experiments/k8s-cluster-churn.yaml")
+def test_deleted_peer_pods_are_recorded_brought_back_and_analysed(api, spark, tmp_path):
+    summary, timeline = run_and_summarise(spark, tmp_path, "experiments/k8s-cluster-churn.yaml")
     crashes = [e for e in timeline if e["kind"] == "crash"]
     rejoins = [e for e in timeline if e["kind"] == "join" and not e.get("initial")]
     assert len(crashes) == 2 and sorted(e["node"] for e in rejoins) == sorted(e["node"] for e in crashes)
@@ -215,8 +219,8 @@ def test_deleted_peer_pods_are_recorded_brought_back_and_analysed(api, tmp_path)
     assert yaml.safe_load((tmp_path / summary["run_id"] / "helm-values.yaml").read_text())["peers"]["churners"] == 2
 
 
-def test_locust_master_and_workers_in_pods_publish_at_the_planned_rate(api, tmp_path):
-    summary, timeline = run_and_summarise(tmp_path, "experiments/k8s-locust.yaml")
+def test_locust_master_and_workers_in_pods_publish_at_the_planned_rate(api, spark, tmp_path):
+    summary, timeline = run_and_summarise(spark, tmp_path, "experiments/k8s-locust.yaml")
     run_dir = tmp_path / summary["run_id"]
     assert (run_dir / "locust" / "stats_stats.csv").exists() and (run_dir / "locust" / "report.html").exists()
     assert [e["kind"] for e in timeline if e["kind"].startswith("load_")] == ["load_start", "load_end"]
@@ -282,8 +286,8 @@ def test_the_chart_check_validates_against_the_schemas_of_the_chaos_mesh_that_ru
         assert live["openAPIV3Schema"] == version["schema"]["openAPIV3Schema"], path.name
 
 
-def test_chaos_mesh_kills_churner_pods_on_its_schedule_and_the_overlay_recovers(api, chaos_mesh, tmp_path):
-    summary, timeline = run_and_summarise(tmp_path, "experiments/k8s-cluster-pod-kill.yaml")
+def test_chaos_mesh_kills_churner_pods_on_its_schedule_and_the_overlay_recovers(api, spark, chaos_mesh, tmp_path):
+    summary, timeline = run_and_summarise(spark, tmp_path, "experiments/k8s-cluster-pod-kill.yaml")
     kills = [e for e in timeline if e["kind"] == "pod_kill"]
     crashes = [e for e in timeline if e["kind"] == "crash"]
     rejoins = [e for e in timeline if e["kind"] == "join" and not e.get("initial")]
@@ -308,7 +312,7 @@ def test_chaos_mesh_kills_churner_pods_on_its_schedule_and_the_overlay_recovers(
         assert custom.list_namespaced_custom_object("chaos-mesh.org", "v1alpha1", "default", plural)["items"] == []
 
 
-def test_a_chaos_mesh_partition_keeps_events_on_their_side_until_it_heals(api, chaos_mesh, tmp_path):
+def test_a_chaos_mesh_partition_keeps_events_on_their_side_until_it_heals(api, spark, chaos_mesh, tmp_path):
     """NetworkChaos partition (iptables and ipset in the pods' network namespaces): from the time
     Chaos Mesh reports the rules in place until the controller lifts them, no copy crosses
     between pods 0-3 and the rest; before it every subscriber gets every event, and after it
@@ -317,7 +321,7 @@ def test_a_chaos_mesh_partition_keeps_events_on_their_side_until_it_heals(api, c
     and `local` too, and a node whose view emptied may have refilled it with the other side's
     nodes and gone over to that part; docs/kubernetes.md.) Read from the deliveries the
     analysis wrote and the final snapshot."""
-    summary, timeline = run_and_summarise(tmp_path, "experiments/k8s-cluster-partition.yaml")
+    summary, timeline = run_and_summarise(spark, tmp_path, "experiments/k8s-cluster-partition.yaml")
     run_dir = tmp_path / summary["run_id"]
     at = {e["kind"]: e["t_ns"] for e in timeline if e.get("fault") == "partition"}
     on, injected, off, recovered = (at[k] for k in ("fault_on", "chaos_injected", "fault_off", "chaos_recovered"))

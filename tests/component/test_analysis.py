@@ -270,3 +270,18 @@ def test_events_published_twice_or_received_before_publish_are_refused(spark):
     want = spark.createDataFrame([("e9", "published_twice"), ("e8", "received_before_publish")],
                                  "event_id string, reason string")
     assert_df_equality(refused, want, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_shuffle_partitions_follow_the_traces_size_unless_set(spark):
+    from analysis.spark import AUTO_PARTITIONS, PARTITION_BYTES, PARTITIONS, size_partitions
+
+    try:
+        for size, want in ((0, "1"), (PARTITION_BYTES, "1"), (PARTITION_BYTES + 1, "2"), (100 * PARTITION_BYTES, "8")):
+            size_partitions(spark, size)
+            assert spark.conf.get(PARTITIONS) == want, size
+        spark.conf.set(AUTO_PARTITIONS, "false")  # a session given its number keeps it
+        spark.conf.set(PARTITIONS, "5")
+        size_partitions(spark, 0)
+        assert spark.conf.get(PARTITIONS) == "5"
+    finally:
+        spark.conf.set(AUTO_PARTITIONS, "true")
