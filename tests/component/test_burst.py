@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 
 import pytest
 
@@ -50,6 +51,7 @@ async def burst(tmp_path, mode: str, protocol: str = "gossip", events: int = EVE
         offered_s = time.monotonic() - start
         results = await asyncio.gather(*calls, return_exceptions=True)
         published = sum(not isinstance(r, Exception) for r in results)
+        refused = Counter(str(getattr(r, "code", lambda: type(r).__name__)()) for r in results if isinstance(r, Exception))
         for _ in range(150):  # until every receiver has a first copy of every event (or 15 s)
             if min(len(s.core.seen) for s in shells[1:]) >= published:
                 break
@@ -65,7 +67,8 @@ async def burst(tmp_path, mode: str, protocol: str = "gossip", events: int = EVE
             await asyncio.sleep(0.1)
             after.append(reply.event_id)
         await asyncio.sleep(1.0)
-        return {"offered_s": offered_s, "published": published, "first_copies": first_copies, "views_ok": views_ok,
+        return {"offered_s": offered_s, "published": published, "refused": refused, "first_copies": first_copies,
+                "views_ok": views_ok,
                 "after": [sum(e in s.core.seen for e in after) for s in shells[1:]],
                 "send_failed": sum(s.stats["send_failed"] for s in shells)}
 
