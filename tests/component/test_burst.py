@@ -17,6 +17,7 @@ import asyncio
 import time
 from collections import Counter
 
+import grpc
 import pytest
 
 from node._gen.overlaylab.v1 import control_pb2
@@ -51,7 +52,8 @@ async def burst(tmp_path, mode: str, protocol: str = "gossip", events: int = EVE
         offered_s = time.monotonic() - start
         results = await asyncio.gather(*calls, return_exceptions=True)
         published = sum(not isinstance(r, Exception) for r in results)
-        refused = Counter(str(getattr(r, "code", lambda: type(r).__name__)()) for r in results if isinstance(r, Exception))
+        refused = Counter(r.code().name if isinstance(r, grpc.aio.AioRpcError) else type(r).__name__
+                          for r in results if isinstance(r, Exception))
         for _ in range(150):  # until every receiver has a first copy of every event (or 15 s)
             if min(len(s.core.seen) for s in shells[1:]) >= published:
                 break
