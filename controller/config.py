@@ -64,7 +64,7 @@ class Nodes(Strict):
     """local backend: peers hosted by one OS process (one gRPC server each)."""
     bootstrap_contacts: PositiveInt = 5
     """Contacts each peer starts with (a later join: random live ones)."""
-    contacts: Literal["random", "ring", "per_topic", "all"] = "random"
+    contacts: Literal["random", "ring", "per_topic", "all", "seed"] = "random"
     """How the initial contacts are chosen. random: distinct random other nodes. ring: the
     bootstrap_contacts nearest ids around a ring of all nodes (half on each side, at least one),
     a fixed graph for protocols with a static topology layer. per_topic: for every topic of the
@@ -73,7 +73,9 @@ class Nodes(Strict):
     out-views of that size connect the topic's subscribers with that probability); each
     contact's descriptor lists the topics it was drawn for (per-topic overlays, StaN). all: every
     other node with its subscriptions (SpiderCast's full membership; a later join: every live
-    node); on local and k8s at most 257 nodes (a join carries at most 256 contacts)."""
+    node); on local and k8s at most 257 nodes (a join carries at most 256 contacts). seed: the
+    lowest-id node (a later join: the lowest-id live node) and bootstrap_contacts - 1 random
+    others: one well-known entry point for every node (DPS locates its trees there)."""
     contacts_connectivity: float = Field(0.99, gt=0.0, lt=1.0)
     """per_topic contacts: the probability of connectivity the per-topic sample is sized for."""
 
@@ -711,6 +713,9 @@ class Experiment(Strict):
         if isinstance(self.topology, AclTopology) and self.topology.size() != self.nodes.count:
             raise ValueError(f"topology: acl a={self.topology.a:g} b={self.topology.b:g} has {self.topology.size()} nodes; "
                              f"set nodes.count: {self.topology.size()} (got {self.nodes.count})")
+        needs = protocol_spec(self.protocol.name).contacts
+        if needs is not None and self.nodes.contacts != needs:
+            raise ValueError(f"nodes.contacts: {self.protocol.name} needs {needs!r} (got {self.nodes.contacts!r})")
         if self.nodes.contacts == "all" and self.backend != "sim":
             from node.transport.codec import MAX_ENTRIES
             if self.nodes.count > MAX_ENTRIES + 1:

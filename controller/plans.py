@@ -134,7 +134,7 @@ def bootstrap_contacts(exp: Experiment) -> list[list[int]]:
     k = min(exp.nodes.bootstrap_contacts, n - 1)
     contacts = []
     for i in range(n):
-        picks: set[int] = set()
+        picks: set[int] = {0} if exp.nodes.contacts == "seed" and i != 0 else set()
         while len(picks) < k:
             j = rng.randrange(n)
             if j != i:
@@ -250,6 +250,8 @@ def join_contacts(exp: Experiment, plan: Plan, node: int, at_s: float, alive: se
         return sorted(plan.contact_topics[node])
     if exp.nodes.contacts == "all":
         return others
+    if exp.nodes.contacts == "seed" and others:  # the lowest-id live node, then random ones
+        return [others[0], *rng.sample(others[1:], min(exp.nodes.bootstrap_contacts - 1, len(others) - 1))]
     return rng.sample(others, min(exp.nodes.bootstrap_contacts, len(others)))
 
 

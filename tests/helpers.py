@@ -49,7 +49,7 @@ def spans(sim: Simulation) -> list[dict]:
 CONFORMANCE_PARAMS = {"static_gossip": {"gamma": 1.0}}
 """Parameters a protocol needs to deliver every event of the conformance run (static gossip
 below gamma 1 reaches a share of the graph by design)."""
-CONFORMANCE_CONTACTS = {"stan": "per_topic", **dict.fromkeys(("spidercast", "similarity", "random_overlay", "ring_per_topic"), "all")}
+CONFORMANCE_CONTACTS = {"stan": "per_topic", "dps": "seed", **dict.fromkeys(("spidercast", "similarity", "random_overlay", "ring_per_topic"), "all")}
 """The contacts a protocol starts from where a ring is not its bootstrap (StaN's per-topic views,
 SpiderCast's full membership)."""
 

@@ -71,4 +71,4 @@ def sweep_analysis(protocol: str, sweep_dir: Path, runs: list[tuple[dict, dict]]
     return getattr(factory, "sweep", ProtocolAnalysis.sweep)(sweep_dir, runs)
 
 
-from . import poldercast, spidercast, stan, static_gossip  # noqa: E402,F401  (register their analyses)
+from . import dps, poldercast, spidercast, stan, static_gossip  # noqa: E402,F401  (register their analyses)

@@ -1,7 +1,7 @@
 """Sans-IO protocol cores and the kit they are built from (``stack``, ``views``, the layers and
 rules). Importing this package registers every built-in protocol by name."""
 
-from . import gossip, poldercast, spidercast, stan, static_gossip  # noqa: F401  (register the built-in protocols)
+from . import dps, gossip, poldercast, spidercast, stan, static_gossip  # noqa: F401  (register the built-in protocols)
 from .registry import (
     ProtocolSpec,
     builtin_protocols,

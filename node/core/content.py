@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -249,3 +250,113 @@ class Subscription:
                 raise ValueError("most_selective needs each label's selectivity")
             return min(attrs, key=lambda a: selectivity.get(a, 1.0))
         raise ValueError(f"join_attr_policy: {policy!r} (one of {', '.join(JOIN_POLICIES)})")
+
+
+# --- text form: how subscriptions and events travel as topic strings ---------------------------
+#
+# A plain topic ``t`` is the equality ``topic = 't'`` (spec §5.1, the topic mapping). A content
+# filter or event starts with ``?`` and joins its parts with ``&``, like a query string:
+# ``?price>=10&price<=19&symbol*='a'`` (a filter), ``?price=42&symbol='acgtacg'`` (an event).
+# Operators: = < > <= >= and the string tests ^= (prefix) $= (suffix) *= (substring); ``name?``
+# followed by a type (``int``, ``float``, ``string``) is ``any``. Strings are single-quoted and
+# may not hold ``'`` or ``&``.
+
+TOPIC_ATTRIBUTE = "topic"
+_TEXT_OPS = MappingProxyType({"<=": "<=", ">=": ">=", "^=": "prefix", "$=": "suffix", "*=": "substr", "=": "=", "<": "<", ">": ">"})
+_PART = re.compile(r"^([A-Za-z_][\w.-]*)(<=|>=|\^=|\$=|\*=|=|<|>|\?)(.*)$")
+
+
+def _value_text(v: Value) -> str:
+    if isinstance(v, str):
+        if "'" in v or "&" in v:
+            raise ValueError(f"string value {v!r} holds ' or &")
+        return f"'{v}'"
+    return repr(v)
+
+
+def _parse_value(text: str, where: str) -> Value:
+    if len(text) >= 2 and text[0] == text[-1] == "'":
+        return text[1:-1]
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        v = float(text)
+    except ValueError:
+        raise ValueError(f"{where}: {text!r} is not a number or a quoted string") from None
+    if not math.isfinite(v):
+        raise ValueError(f"{where}: {text!r} is not a finite number")
+    return v
+
+
+def _parts(text: str) -> list[tuple[str, str, str]]:
+    if not text.startswith("?") or len(text) < 2:
+        raise ValueError(f"{text!r}: a content filter or event starts with '?'")
+    out = []
+    for part in text[1:].split("&"):
+        m = _PART.match(part)
+        if m is None:
+            raise ValueError(f"{text!r}: cannot read {part!r} (name, operator, value)")
+        out.append((m[1], m[2], m[3]))
+    return out
+
+
+def parse_filter(text: str, group_on: str = "interval") -> Subscription:
+    """A subscription from its text form (a plain topic is ``topic = 'topic'``)."""
+    if not text.startswith("?"):
+        return Subscription.of([Predicate(TOPIC_ATTRIBUTE, "=", text)], group_on)
+    preds = []
+    for name, op, value in _parts(text):
+        if op == "?":
+            if value not in ("int", "float", "string"):
+                raise ValueError(f"{text!r}: {name}? needs a type (int, float or string)")
+            preds.append(Predicate(name, "any", None, value))  # type: ignore[arg-type]
+        else:
+            preds.append(Predicate(name, _TEXT_OPS[op], _parse_value(value, f"{text!r} {name}")))
+    return Subscription.of(preds, group_on)
+
+
+def format_filter(preds: Sequence[Predicate]) -> str:
+    ops = {v: k for k, v in _TEXT_OPS.items()}
+    return "?" + "&".join(f"{p.name}?{p.attr[1]}" if p.op == "any" else f"{p.name}{ops[p.op]}{_value_text(p.value)}"  # type: ignore[arg-type]
+                          for p in preds)
+
+
+def parse_event(text: str) -> dict[str, Value]:
+    """An event's attributes from its text form (a plain topic is ``{topic: 'topic'}``)."""
+    if not text.startswith("?"):
+        return {TOPIC_ATTRIBUTE: text}
+    attrs: dict[str, Value] = {}
+    for name, op, value in _parts(text):
+        if op != "=" or name in attrs:
+            raise ValueError(f"{text!r}: an event is one equality per attribute ({name}{op}...)")
+        attrs[name] = _parse_value(value, f"{text!r} {name}")
+    return attrs
+
+
+def format_event(attrs: Mapping[str, Value]) -> str:
+    return "?" + "&".join(f"{k}={_value_text(v)}" for k, v in sorted(attrs.items()))
+
+
+_CANON_NUM = re.compile(r"^num([\[(])([^,]+),([^\])]+)([\])])$")
+
+
+def parse_canon(text: str) -> Constraint:
+    """A label from its canonical string (``canon()``'s inverse): how labels travel in messages."""
+    if text == "top":
+        return TOP
+    if text.startswith("str:"):
+        kind, _, s = text[4:].partition(":")
+        if kind not in _SELECTIVITY:
+            raise ValueError(f"label {text!r}: unknown string test {kind!r}")
+        return Pattern(kind, s)
+    m = _CANON_NUM.match(text)
+    if m is None:
+        raise ValueError(f"label {text!r}: not top, num[..] or str:..")
+    def bound(b: str) -> float:
+        return math.inf if b == "+inf" else -math.inf if b == "-inf" else _parse_value(b, text)  # type: ignore[return-value]
+    out = Interval(bound(m[2]), bound(m[3]), m[1] == "(", m[4] == ")")
+    if out.canon() != text or out.is_empty():
+        raise ValueError(f"label {text!r} is not a canonical non-empty interval")
+    return out

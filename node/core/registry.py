@@ -35,6 +35,8 @@ class ProtocolSpec:
     """The longest a request waits for its reply (the gRPC deadline adds a margin to it)."""
     dissemination_params: frozenset[str] = frozenset()
     """Config fields only the dissemination rule reads (``sim.variants`` may change them)."""
+    contacts: str | None = None
+    """The ``nodes.contacts`` mode the protocol needs, if it works from one only (DPS: ``seed``)."""
     channels_follow_links: bool = False
     """The gRPC shell keeps channels only to the core's current neighbours (the union of its
     views), closing the others once idle at every timer tick: its open channels are then the

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 from .content import TOP, Constraint, Interval, Pattern, Value, contains, matches
 
@@ -51,9 +52,18 @@ def placement_key(label: Constraint, seq: int) -> tuple[object, ...]:
     return (math.inf, seq)
 
 
-def decide(children: Sequence[Group], x: Constraint) -> tuple[str, Group | None, list[Group]]:
+class Labelled(Protocol):
+    label: Constraint
+    seq: int
+
+
+G = TypeVar("G", bound=Labelled)
+
+
+def decide(children: Sequence[G], x: Constraint) -> tuple[str, G | None, list[G]]:
     """At a group whose label contains ``x``: ("found", child, []), ("descend", child, []) or
-    ("create", None, adopted children)."""
+    ("create", None, adopted children). ``children``: anything with a ``label`` and a ``seq``
+    (this module's groups, or what a DPS node knows of its group's children)."""
     canon = x.canon()
     equal = [c for c in children if c.label.canon() == canon]
     if equal:

@@ -95,6 +95,10 @@ class Layer(_Part):
         """The transport could not hand a message of this layer to ``dst``. Default: nothing."""
         return []
 
+    def counters(self) -> dict[str, int]:
+        """The layer's own counters, reported as ``<layer>.<name>`` with the peer's stats."""
+        return {}
+
     def subscribed(self, topics: list[Topic]) -> None:
         """The node subscribed to ``topics`` (its profile already says so); one call for all the
         topics of a join, so that a layer can keep a join linear in its topics."""
@@ -178,6 +182,10 @@ class Dissemination(_Part, ABC):
 
     def check_publish(self, topic: Topic) -> None:
         """Raise LocalProtocolError if this node may not publish on ``topic``."""
+
+    def subscribes(self, event: EventMsg) -> bool:
+        """Whether this node subscribes to what ``event`` carries (default: to its topic)."""
+        return event.topic in self.stack.me.topics
 
     def relays(self, event: EventMsg) -> bool:
         """Whether a first copy received is forwarded at all."""
@@ -331,7 +339,7 @@ class Stack:
 
     def _on_event(self, src: NodeId, msg: EventMsg) -> list[Action]:
         first = msg.event_id not in self.seen
-        actions: list[Action] = [Deliver(msg, src, first, msg.topic in self.me.topics)]
+        actions: list[Action] = [Deliver(msg, src, first, self.rule.subscribes(msg))]
         if first:
             self.seen.add(msg.event_id)
             if self.rule.relays(msg):
@@ -350,7 +358,10 @@ class Stack:
     def counters(self) -> dict[str, int]:
         """The core's own counters, reported with the peer's stats (``replies_late``: an overlay
         whose replies come too late, on a loaded machine, stops improving its views)."""
-        return {"replies_late": sum(layer.late_replies for layer in self.layers.values())}
+        out = {"replies_late": sum(layer.late_replies for layer in self.layers.values())}
+        for layer in self.layers.values():
+            out.update((f"{layer.name}.{k}", v) for k, v in layer.counters().items())
+        return out
 
     def snapshot(self) -> NodeSnapshot:
         return NodeSnapshot(self.node_id, sorted(self.me.topics),

@@ -18,7 +18,7 @@ def test_every_shipped_experiment_validates(path):
     ({"nodes": {"count": 0}}, "nodes.count", "greater than 0"),
     ({"protocol": {"name": "gossip", "params": {"gama": 0.5}}}, "protocol.gossip.params.gama", "unknown field"),
     ({"protocol": {"name": "gossip", "params": {"cyclon": {"view_size": "big"}}}}, "protocol.gossip.params.cyclon.view_size", "valid integer"),
-    ({"protocol": {"name": "nosuch"}}, "protocol", "expected tags: 'gossip', 'poldercast'"),
+    ({"protocol": {"name": "nosuch"}}, "protocol", "expected tags: 'dps', 'gossip', 'poldercast'"),
     ({"protocol": {"name": "poldercast", "params": {"fanout": 1}}}, "protocol.poldercast.params", "fanout must be at least 2"),
     ({"network": {"loss": 1.5}}, "network.loss", "less than or equal to 1"),
     ({"backend": "cloud"}, "backend", "'sim', 'local' or 'k8s'"),

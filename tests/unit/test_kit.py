@@ -20,7 +20,7 @@ from node.core.views import DuplicateFilter, PendingReplies, age_all, pick_oldes
 
 CORE = Path(node.core.__file__).parent
 PURE_MODULES = {"__future__", "abc", "collections", "dataclasses", "functools", "hashlib", "itertools", "math",
-                "random", "types", "typing", "bisect", "heapq", "enum", "numpy"}
+                "random", "re", "types", "typing", "bisect", "heapq", "enum", "numpy"}
 """Computation only: no I/O, clock or global randomness (numpy: SpiderCast's vectorised selection
 over a 10,000-node membership)."""
 
