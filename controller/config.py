@@ -260,9 +260,22 @@ class UniverseWorkload(Strict):
                      self.candidates, self.seed)
 
 
+class ContentWorkload(Strict):
+    """Content-based subscriptions and events: one of the DPS paper's Table 1 workloads
+    (controller/content_workloads.py). A subscription is a filter (``?price>=10&symbol*='a'``),
+    an event an attribute map (``?price=42&symbol='acgtacg'``) drawn for each publication; an
+    event's expected receivers are the nodes with a filter it matches."""
+
+    model: Literal["content"]
+    name: Literal["stock", "game", "alert"] = "game"
+    """stock (WL1: price and symbol), game (WL2: two coordinates), alert (WL3: three readings)."""
+    subscriptions: Subscriptions = Subscriptions(min=1, max=1)
+    """Filters per node."""
+
+
 Workload = Annotated[
     Union[_tagged(UniformWorkload, ZipfWorkload, SpiderCastWorkload, StanGridWorkload, SocialWorkload, TraceWorkload,
-                  BernoulliWorkload, UniverseWorkload)],
+                  BernoulliWorkload, UniverseWorkload, ContentWorkload)],
     _by_model("uniform"),
 ]
 
@@ -713,6 +726,12 @@ class Experiment(Strict):
         if isinstance(self.topology, AclTopology) and self.topology.size() != self.nodes.count:
             raise ValueError(f"topology: acl a={self.topology.a:g} b={self.topology.b:g} has {self.topology.size()} nodes; "
                              f"set nodes.count: {self.topology.size()} (got {self.nodes.count})")
+        if isinstance(self.workload, ContentWorkload):
+            if self.publications.publisher != "any" or self.publications.mode != "rate":
+                raise ValueError("publications: a content workload draws a fresh event for each publication, "
+                                 "from any node: set publications.publisher: any and mode: rate")
+            if self.protocol.name != "dps":
+                raise ValueError(f"workload: content filters need a content-based protocol (dps), not {self.protocol.name!r}")
         needs = protocol_spec(self.protocol.name).contacts
         if needs is not None and self.nodes.contacts != needs:
             raise ValueError(f"nodes.contacts: {self.protocol.name} needs {needs!r} (got {self.nodes.contacts!r})")

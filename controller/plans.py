@@ -13,8 +13,10 @@ import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from . import churn, topology, workloads
-from .config import Experiment
+from node.core.content import format_event
+
+from . import churn, content_workloads, topology, workloads
+from .config import ContentWorkload, Experiment
 from .datafiles import PlanError
 from .network import NetworkPlan
 
@@ -185,6 +187,9 @@ def publication_slots(exp: Experiment, subs: list[frozenset[str]]) -> tuple[list
     rate_per_s (mode rate), or rounds of one event per topic every round_interval_s (per_topic)."""
     rng = random.Random(f"{exp.seed}:publications")
     p = exp.publications
+    if isinstance(exp.workload, ContentWorkload):  # a fresh event each (mode rate, any publisher)
+        gen = content_workloads.ContentWorkload(exp.workload.name, exp.seed)
+        return [i / p.rate_per_s for i in range(p.count)], [format_event(gen.event(rng)) for _ in range(p.count)]
     counts: dict[str, int] = {}
     for s in subs:
         for t in s:

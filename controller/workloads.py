@@ -16,9 +16,12 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 
-from . import universes
+from node.core.content import format_filter
+
+from . import content_workloads, universes
 from .config import (
     BernoulliWorkload,
+    ContentWorkload,
     Experiment,
     SocialWorkload,
     SpiderCastWorkload,
@@ -57,6 +60,10 @@ def render(exp: Experiment) -> Subscriptions:
         return bernoulli(w, n, rng)
     if isinstance(w, UniverseWorkload):
         return list(w.build())
+    if isinstance(w, ContentWorkload):
+        gen = content_workloads.ContentWorkload(w.name, exp.seed)
+        return [frozenset(format_filter(gen.subscription(rng).preds)
+                          for _ in range(rng.randint(w.subscriptions.min, w.subscriptions.max))) for _ in range(n)]
     raise PlanError(f"workload.model: unknown model {w.model!r}")
 
 

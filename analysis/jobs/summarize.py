@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from .. import metrics as m
-from .. import overlay, report, schemas
+from .. import content, overlay, report, schemas
 from ..load import read_locust
 from ..protocols import analysis_for
 from ..runfiles import read_jsonl, run_end_ns
@@ -69,9 +69,12 @@ def _analyse(spark: SparkSession, staged_run: StagedRun) -> dict:
     end_ns = meta["ended_ns"]
     refused = m.refused_events(raw_spans).cache()
     spans = raw_spans.join(F.broadcast(refused.select("event_id").distinct()), "event_id", "left_anti")
-    subs = spark.createDataFrame(sub_rows, schemas.SUBSCRIPTIONS)
     timeline = spark.createDataFrame(timeline_rows, schemas.TIMELINE)
     pubs = m.publications(spans, round(window_s * 1e9) if window_s else None, end_ns).cache()
+    if content.is_content(sub_rows):  # filters and events: who matches what, as a topic table
+        subs = content.matching_subscriptions(spark, sub_rows, pubs).cache()
+    else:
+        subs = spark.createDataFrame(sub_rows, schemas.SUBSCRIPTIONS)
     expected = m.expected_receivers(pubs, subs, m.alive_intervals(timeline, end_ns), join_warmup_ns)
     dels = m.deliveries(expected, pubs, m.first_copies(spans)).cache()
     events = m.per_event(dels, pubs).join(m.reach(spans, pubs), "event_id").cache()

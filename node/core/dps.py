@@ -25,11 +25,13 @@ GROUP_CREATED comes back, buffering what arrives, and unblocked after ``create_t
 in any case). Publication (§4.4.2, §4.5): the event goes to the root's leader (``root``) or
 starts at the publisher's own group (``generic``, going up as well); a leader whose label
 matches sends it to every member (GROUP_EVENT) and to the leader of every child whose label
-matches (``parent_side_filter``), never back where it came from, nor to the publisher. With
-``generic`` a publisher starts at one of its own groups in the tree (one whose label matches the
-event if it has one; a member passes it to its leader); a node outside the tree starts at the
-root. A node that leads a group and gets the event first by way of another group it belongs to
-routes it in the group it leads as if it had come from below (correct, at some extra messages).
+matches (``parent_side_filter``), never back where it came from (nor to a member that published
+it). With ``generic`` a publisher starts at every group it leads in the tree, else at its own
+group's leader (one whose label matches if it has one); a node outside the tree starts at the
+root. Since a node forwards only its first copy, it routes every group it leads at once: a
+neighbouring group led here too is routed in the same step, and a group reached by way of
+another group goes down only (a group is on the traversal's path exactly when its label matches,
+every ancestor's label containing it).
 
 Locating a tree (§4.2, choice, not in paper): the node's **seed** is its lowest-id bootstrap
 contact (``nodes.contacts: seed`` gives every node the same one). LOCATE_TREE goes to the seed,
@@ -619,59 +621,87 @@ class DpsRoute(Dissemination):
         layer, me = self.layer, self.stack.node_id
         for name, v in self.attrs(event).items():
             tree = tree_key(name, value_type(v))
-            if sender is None:  # the publisher
-                if tree not in layer.owners:
-                    layer.held.setdefault(tree, []).append(event)
-                    continue
-                mine = [m for m in layer.groups.values() if m.tree == tree]
-                if self.config.traversal == "root" or not mine:
-                    root = layer.owners[tree]
-                    out[root.node_id] = root
-                    for m in mine:  # the root's copy would come back to a group led here as a duplicate
-                        if m.ref.leader.node_id == me:
-                            parent = m.parent.leader.node_id if m.parent is not None else None
-                            out.update((d.node_id, d) for d in self._route(m, v, event, parent))
-                    continue
-                start = min(mine, key=lambda m: (not matches(m.ref.label, v), m.gid))  # its own group
-                out.update((d.node_id, d) for d in self._route(start, v, event, None))
-            else:
-                for m in [m for m in layer.groups.values() if m.tree == tree]:
-                    out.update((d.node_id, d) for d in self._route(m, v, event, sender))
+            mine = [m for m in layer.groups.values() if m.tree == tree]
+            seen: set[str] = set()
+            if sender is not None:
+                for m in mine:
+                    out.update((d.node_id, d) for d in self._arrived(m, v, event, sender, seen))
+                continue
+            # the publisher
+            if tree not in layer.owners:
+                layer.held.setdefault(tree, []).append(event)
+                continue
+            if self.config.traversal == "root" or not mine:
+                root = layer.owners[tree]
+                out[root.node_id] = root
+                for m in mine:  # the root's copy would come back to a group led here as a duplicate
+                    if m.ref.leader.node_id == me:
+                        out.update((d.node_id, d) for d in self._route(m, v, event, True, None, seen))
+                continue
+            led = sorted((m for m in mine if m.ref.leader.node_id == me), key=lambda m: m.gid)
+            # every group led here starts (a copy coming back would be a duplicate), else its own group's leader
+            for m in led or [min(mine, key=lambda m: (not matches(m.ref.label, v), m.gid))]:
+                out.update((d.node_id, d) for d in self._route(m, v, event, False, None, seen))
         out.pop(me, None)
-        out.pop(event.publisher, None)  # it has the event: a copy back would only be a duplicate
         if sender is not None:
             out.pop(sender, None)
         return list(out.values())
 
-    def _route(self, m: Membership, v: Value, event: EventMsg, sender: NodeId | None) -> list[Descriptor]:
-        me = self.stack.node_id
+    def _arrived(self, m: Membership, v: Value, event: EventMsg, sender: NodeId, seen: set[str]) -> list[Descriptor]:
+        """A copy from ``sender`` at group ``m`` led here: from its parent, from one of its
+        children, from a member (its publication), or by way of another group: then it goes
+        down only (a later copy from the parent would be a duplicate; the group is on the
+        traversal's path exactly when its label matches, every ancestor's label containing it)."""
+        if m.ref.leader.node_id != self.stack.node_id:
+            return []  # a member: a GROUP_EVENT ends here
+        from_parent = m.parent is not None and sender == m.parent.leader.node_id
+        child = next((c.gid for c in m.children.values() if c.leader.node_id == sender), None)
+        if not from_parent and child is None and sender not in m.members:
+            from_parent = True
+        return self._route(m, v, event, from_parent, child, seen, sender)
+
+    def _route(self, m: Membership, v: Value, event: EventMsg, from_parent: bool, from_child: str | None,
+               seen: set[str], sender: NodeId | None = None) -> list[Descriptor]:
+        """Where group ``m`` sends the event: its members and matching children if its label
+        matches, and up to its parent (generic, unless it came from there). A neighbouring
+        group led by this node too is routed here at once."""
+        if m.gid in seen:
+            return []
+        seen.add(m.gid)
+        layer, me = self.layer, self.stack.node_id
         if m.ref.leader.node_id != me:  # a member passes its own publication to its leader
-            return [m.ref.leader] if sender is None else []
+            return [m.ref.leader]
         if m.blocked_until is not None:
             m.buffered.append((sender if sender is not None else me, event))
-            self.layer.counts["buffered"] += 1
+            layer.counts["buffered"] += 1
             return []
-        match = matches(m.ref.label, v)
         out: list[Descriptor] = []
-        from_parent = m.parent is not None and sender == m.parent.leader.node_id
-        if match:
-            out += m.members.values()
-            out += [c.leader for c in m.children.values()
-                    if c.leader.node_id != sender and (matches(c.label, v) or not self.config.parent_side_filter)]
+        if matches(m.ref.label, v):
+            out += [d for d in m.members.values() if d.node_id != event.publisher]
+            for c in m.children.values():
+                if c.gid != from_child and (matches(c.label, v) or not self.config.parent_side_filter):
+                    led = layer._led(c.gid)
+                    out += self._route(led, v, event, True, None, seen) if led is not None else [c.leader]
         if self.config.traversal == "generic" and not from_parent and m.parent is not None:
-            out.append(m.parent.leader)
+            led = layer._led(m.parent.gid)
+            out += self._route(led, v, event, False, m.gid, seen) if led is not None else [m.parent.leader]
         return out
 
     def forward_in(self, m: Membership, event: EventMsg, src: NodeId, now: float) -> list[Action]:
         """An event buffered at a blocked group, sent on once it is unblocked."""
-        name_v = [(n, v) for n, v in self.attrs(event).items() if tree_key(n, value_type(v)) == m.tree]
-        copy = EventMsg(event.event_id, event.topic, event.payload, event.publisher, event.hops + 1)
         me = self.stack.node_id
-        return [Send(d.node_id, d.addr, copy) for _, v in name_v for d in self._route(m, v, event, None if src == me else src)
-                if d.node_id not in (me, src)]
+        copy = EventMsg(event.event_id, event.topic, event.payload, event.publisher, event.hops + 1)
+        out: dict[NodeId, Descriptor] = {}
+        for n, v in self.attrs(event).items():
+            if tree_key(n, value_type(v)) == m.tree:
+                found = self._route(m, v, event, False, None, set()) if src == me else self._arrived(m, v, event, src, set())
+                out.update((d.node_id, d) for d in found)
+        for k in (me, src):
+            out.pop(k, None)
+        return [Send(d.node_id, d.addr, copy) for d in out.values()]
 
     def send_into(self, tree: str, event: EventMsg, now: float) -> list[Action]:
-        """A held event sent into a tree once it is located."""
+        """A held event sent into a tree once it is located (at its root)."""
         copy = EventMsg(event.event_id, event.topic, event.payload, event.publisher, event.hops + 1)
         root = self.layer.owners[tree]
         return [Send(root.node_id, root.addr, copy)] if root.node_id != self.stack.node_id else []
