@@ -18,8 +18,8 @@ import yaml
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from .. import metrics as m
 from .. import content, overlay, report, schemas
+from .. import metrics as m
 from ..load import read_locust
 from ..protocols import analysis_for
 from ..runfiles import read_jsonl, run_end_ns
