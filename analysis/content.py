@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, DoubleType, LongType, StringType, StructField, StructType
 
-from node.core.content import Interval, Pattern, constraint_of, parse_event, parse_filter, value_type
+from .filters import attributes, predicates, value_type
 
 PREDICATES = StructType([
     StructField("node", LongType(), False), StructField("sub", StringType(), False),
@@ -40,24 +40,15 @@ def predicate_rows(sub_rows: list[dict]) -> list[tuple]:
     out = []
     for r in sub_rows:
         for text in r["topics"]:
-            preds = parse_filter(text).preds
-            for p in preds:
-                name, kind = p.attr
-                c = constraint_of(p)
-                if isinstance(c, Interval):
-                    row = ("interval", float(c.lo), float(c.hi), c.lo_open, c.hi_open, None)
-                elif isinstance(c, Pattern):
-                    row = (c.kind, None, None, None, None, c.s)
-                else:
-                    row = ("top", None, None, None, None, None)
-                out.append((r["node"], text, len(preds), name, kind, *row))
+            preds = predicates(text)
+            out += [(r["node"], text, len(preds), *p) for p in preds]
     return out
 
 
 def value_rows(topics: list[str]) -> list[tuple]:
     out = []
     for text in topics:
-        for name, v in parse_event(text).items():
+        for name, v in attributes(text).items():
             kind = value_type(v)
             out.append((text, name, kind, None if kind == "string" else float(v), v if kind == "string" else None))
     return out

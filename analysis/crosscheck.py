@@ -18,8 +18,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import yaml
 
-from node.core.content import parse_event, parse_filter
-
+from .filters import attributes, filter_matches
 from .runfiles import read_jsonl, run_end_ns
 
 Span = dict  # name, time_ns, node, event_id, topic, hops, first_copy, subscriber
@@ -80,16 +79,16 @@ def compute(run_dir: str | Path) -> dict:
     end_ns = run_end_ns(meta, timeline, max((s["time_ns"] for s in raw), default=0))
     spans, refused = scored(raw)
     subscribers: dict[str, set[int]] = defaultdict(set)
-    filters: dict[int, list] = defaultdict(list)
+    filters: dict[int, list[str]] = defaultdict(list)
     for row in read_jsonl(rd / "subscriptions.jsonl"):
         for t in row["topics"]:
             subscribers[t].add(row["node"])
             if t.startswith("?"):  # a content filter: matched against each event below
-                filters[row["node"]].append(parse_filter(t))
+                filters[row["node"]].append(t)
     if filters:
         for topic in {s["topic"] for s in spans if s["name"] == "publish"}:
-            attrs = parse_event(topic)
-            subscribers[topic] = {v for v, fs in filters.items() if any(f.matches(attrs) for f in fs)}
+            attrs = attributes(topic)
+            subscribers[topic] = {v for v, fs in filters.items() if any(filter_matches(f, attrs) for f in fs)}
     intervals = alive(timeline, end_ns)
 
     # The first copy of (event, node): the copy the node flagged, earliest first, fewest hops.
