@@ -6,10 +6,12 @@ import contextlib
 import random
 import socket
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import grpc
 import pytest
+import yaml
 
 from controller.cli import main
 from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc
@@ -156,3 +158,14 @@ async def running(shells: list[PeerShell], contacts_per_peer: int | None = None)
             await ch.close()
         for s in shells:
             await s.stop()
+
+
+def cli_run(exp: dict, tmp: Path) -> Path:
+    """``overlaylab run`` of the experiment ``exp`` (written to ``tmp``); its run directory."""
+    path = tmp / "exp.yaml"
+    path.write_text(yaml.safe_dump(exp))
+    with pytest.raises(SystemExit) as done:
+        main(["run", str(path), "--out", str(tmp / "runs")])
+    assert done.value.code == 0
+    [rd] = (tmp / "runs").iterdir()
+    return rd

@@ -203,6 +203,7 @@ class Dps(Layer):
         self._req = 0
         self._seq = 0
         self.counts = {"retries": 0, "pub_tree_missing": 0, "stale": 0, "buffered": 0}
+        self.route: DpsRoute  # the stack's rule, set by ``build``: where held and buffered events go
 
     @property
     def period(self) -> float:
@@ -342,7 +343,7 @@ class Dps(Layer):
             if p.tree == tree and p.state == "locate":
                 out += self._start(text, p, now)
         for event in self.held.pop(tree, []):
-            out += self.stack.rule.send_into(tree, event, now)  # type: ignore[attr-defined]
+            out += self.route.send_into(tree, event, now)
         return out
 
     def _on_wait(self, msg: Signal, now: float) -> list[Action]:
@@ -527,7 +528,7 @@ class Dps(Layer):
         out: list[Action] = []
         for src, msg in held:
             if isinstance(msg, EventMsg):
-                out += self.stack.rule.forward_in(m, msg, src, now)  # type: ignore[attr-defined]
+                out += self.route.forward_in(m, msg, src, now)
             else:
                 out += self.on_message(src, msg, now)
         return out
@@ -690,7 +691,6 @@ class DpsRoute(Dissemination):
     def forward_in(self, m: Membership, event: EventMsg, src: NodeId, now: float) -> list[Action]:
         """An event buffered at a blocked group, sent on once it is unblocked."""
         me = self.stack.node_id
-        copy = EventMsg(event.event_id, event.topic, event.payload, event.publisher, event.hops + 1)
         out: dict[NodeId, Descriptor] = {}
         for n, v in self.attrs(event).items():
             if tree_key(n, value_type(v)) == m.tree:
@@ -698,18 +698,18 @@ class DpsRoute(Dissemination):
                 out.update((d.node_id, d) for d in found)
         for k in (me, src):
             out.pop(k, None)
-        return [Send(d.node_id, d.addr, copy) for d in out.values()]
+        return self.stack.send_copies(event, out.values())
 
     def send_into(self, tree: str, event: EventMsg, now: float) -> list[Action]:
         """A held event sent into a tree once it is located (at its root)."""
-        copy = EventMsg(event.event_id, event.topic, event.payload, event.publisher, event.hops + 1)
         root = self.layer.owners[tree]
-        return [Send(root.node_id, root.addr, copy)] if root.node_id != self.stack.node_id else []
+        return self.stack.send_copies(event, [root] if root.node_id != self.stack.node_id else [])
 
 
 def build(me: Descriptor, config: DpsConfig, rng: random.Random, shared: dict[str, Any]) -> Stack:
     layer = Dps(config, rng)
-    return Stack(me, config, rng, [layer], DpsRoute(layer, config), seen_capacity=config.seen_capacity)
+    layer.route = DpsRoute(layer, config)
+    return Stack(me, config, rng, [layer], layer.route, seen_capacity=config.seen_capacity)
 
 
 register_protocol(ProtocolSpec(

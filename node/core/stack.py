@@ -347,9 +347,10 @@ class Stack:
         return actions
 
     def _forward(self, event: EventMsg, sender: NodeId | None) -> list[Action]:
-        targets = self.rule.targets(event, sender)
-        if not targets:
-            return []
+        return self.send_copies(event, self.rule.targets(event, sender))
+
+    def send_copies(self, event: EventMsg, targets: Iterable[Descriptor]) -> list[Action]:
+        """``event`` passed on to ``targets``: one copy, one hop further."""
         copy = EventMsg(event.event_id, event.topic, event.payload, event.publisher, event.hops + 1)
         return [Send(d.node_id, d.addr, copy) for d in targets]
 

@@ -8,27 +8,19 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
-import yaml
 
 from analysis.crosscheck import compare
 from controller.cli import main
-from tests.helpers import conformance_experiment, synthetic_run
+from tests.helpers import cli_run, conformance_experiment, synthetic_run
 
 
 @pytest.fixture(scope="module")
 def zero_delay_run(tmp_path_factory):
     """PolderCast (fanout 3) on links of 0 ms: every copy of an event arrives at one instant."""
-    tmp = tmp_path_factory.mktemp("tie")
-    path = tmp / "exp.yaml"
     exp = conformance_experiment("poldercast", network={"delay": {"model": "constant", "ms": 0}}, nodes={
         "count": 40, "bootstrap_contacts": 4, "contacts": "random"})
     exp["protocol"]["params"] = {"fanout": 3}
-    path.write_text(yaml.safe_dump(exp))
-    with pytest.raises(SystemExit) as done:
-        main(["run", str(path), "--out", str(tmp / "runs")])
-    assert done.value.code == 0
-    [rd] = (tmp / "runs").iterdir()
-    return rd
+    return cli_run(exp, tmp_path_factory.mktemp("tie"))
 
 
 def test_hops_are_the_flagged_first_copies_when_copies_tie_on_time(zero_delay_run):

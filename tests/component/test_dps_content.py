@@ -12,6 +12,7 @@ import yaml
 from controller.cli import main
 from controller.content_workloads import matching_matrix
 from node.core.content import parse_event, parse_filter
+from tests.helpers import cli_run
 
 N = 150
 pytestmark = pytest.mark.slow
@@ -19,18 +20,11 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("dps")
-    path = tmp / "exp.yaml"
     exp = yaml.safe_load(open("experiments/dps-table1.yaml"))
     exp.update(nodes={"count": N, "contacts": "seed"}, publications={"count": 120, "rate_per_s": 40, "publisher": "any"},
                phases={"warmup_s": 20, "drain_s": 3})
     exp["workload"]["name"] = "stock"
-    path.write_text(yaml.safe_dump(exp))
-    with pytest.raises(SystemExit) as done:
-        main(["run", str(path), "--out", str(tmp / "runs")])
-    assert done.value.code == 0
-    [rd] = (tmp / "runs").iterdir()
-    return rd
+    return cli_run(exp, tmp_path_factory.mktemp("dps"))
 
 
 def test_table1_shares_agree_with_a_count_outside_spark(run):
