@@ -8,7 +8,8 @@ records what was done, and the analysis takes expected receivers from the timeli
 Models: ``none``; ``sessions`` (a ``fraction`` of the nodes alternate between sessions and
 downtimes drawn from exponential, Weibull, Pareto or constant lengths; with
 ``arrival_rate_per_s`` they start offline and arrive as a Poisson process); ``trace`` (replay
-of a file). Flash crowds and sharp drops are phases on top.
+of a file). Flash crowds, sharp drops and crash series (one uniformly chosen live node per
+draw, the DPS paper's failure model) are phases on top.
 
 Trace formats:
 
@@ -27,7 +28,7 @@ import random
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from .config import Churn, Experiment, FlashCrowd, Lengths, SharpDrop
+from .config import Churn, Crashes, Experiment, FlashCrowd, Lengths, SharpDrop
 from .datafiles import PlanError, data_lines
 
 
@@ -195,6 +196,18 @@ def _apply_phase(plan: ChurnPlan, phase, n: int, warm: float, down: str, rng: ra
         for node in rng.sample(stable, phase.nodes):
             plan.offline_at_start.add(node)
             plan.events.append(ChurnEvent(at + rng.uniform(0, phase.over_s), node, "join"))
+        return
+    if isinstance(phase, Crashes):
+        plan.events.sort()
+        spare, crashed = set(phase.spare), []
+        draws = math.ceil((phase.until_s - phase.at_s) / phase.every_s - 1e-9)
+        for k in range(draws):
+            t = at + k * phase.every_s
+            if rng.random() < phase.probability:
+                alive = sorted(plan.alive_at(t, n) - spare - set(crashed))
+                if alive:
+                    crashed.append(rng.choice(alive))
+                    plan.events.append(ChurnEvent(t, crashed[-1], down))
         return
     assert isinstance(phase, SharpDrop)
     plan.events.sort()

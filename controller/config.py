@@ -21,6 +21,7 @@ from pydantic import (
     Discriminator,
     Field,
     NonNegativeFloat,
+    NonNegativeInt,
     PositiveFloat,
     PositiveInt,
     Tag,
@@ -406,6 +407,30 @@ class SharpDrop(Strict):
     """If set, the crashed nodes come back after this long."""
 
 
+class Crashes(Strict):
+    """The DPS paper's failure model: every ``every_s`` from ``at_s`` to ``until_s``, with
+    ``probability``, one live node chosen uniformly crashes (its E2: every step with p; its E3
+    burst: every 2 steps with 1)."""
+
+    kind: Literal["crashes"]
+    at_s: NonNegativeFloat
+    """When they start (seconds after the warm-up)."""
+    until_s: PositiveFloat
+    """When they stop (seconds after the warm-up)."""
+    every_s: PositiveFloat
+    """One draw per this long."""
+    probability: float = Field(1.0, gt=0.0, le=1.0)
+    """Chance that a draw crashes a node."""
+    spare: list[NonNegativeInt] = []
+    """Nodes never chosen (a protocol's seed, say)."""
+
+    @model_validator(mode="after")
+    def _window(self) -> Crashes:
+        if self.until_s <= self.at_s:
+            raise ValueError("until_s must be after at_s")
+        return self
+
+
 class Churn(Strict):
     model: Literal["none", "sessions", "trace"] = "none"
     """none; sessions: synthetic on/off sessions; trace: replay a file of (node, join, leave)."""
@@ -433,8 +458,8 @@ class Churn(Strict):
     """How nodes go: crash (SIGKILL, no goodbye) or graceful (Leave, then SIGTERM)."""
     rejoin: Literal["keep_state", "fresh"] = "keep_state"
     """A node that comes back keeps its state (views, subscriptions) or starts fresh."""
-    phases: list[Annotated[Union[FlashCrowd, SharpDrop], Field(discriminator="kind")]] = []
-    """Flash crowds and sharp drops on top of the model."""
+    phases: list[Annotated[Union[FlashCrowd, SharpDrop, Crashes], Field(discriminator="kind")]] = []
+    """Flash crowds, sharp drops and crash series on top of the model."""
 
     @model_validator(mode="after")
     def _trace_path(self) -> Churn:
@@ -793,20 +818,32 @@ class ExperimentError(ValueError):
 
 
 def apply_overrides(data: dict, overrides: list[str]) -> dict:
-    """Apply ``PATH=VALUE`` overrides (dotted path; VALUE parsed as YAML) to a raw file dict."""
+    """Apply ``PATH=VALUE`` overrides (dotted path, a number indexes a list such as
+    ``churn.phases.0.probability``; VALUE parsed as YAML) to a raw file dict."""
     for item in overrides:
         path, sep, raw = item.partition("=")
         if not sep or not path:
             raise ExperimentError(f"--set {item!r}: expected PATH=VALUE, e.g. nodes.count=64")
         keys = path.split(".")
-        node = data
+        node: Any = data
         for key in keys[:-1]:
-            child = node.setdefault(key, {})
-            if not isinstance(child, dict):
+            if isinstance(node, list):
+                node = node[_index(item, key, node)]
+            else:
+                node = node.setdefault(key, {})
+            if not isinstance(node, (dict, list)):
                 raise ExperimentError(f"--set {item!r}: {key!r} is not a section")
-            node = child
-        node[keys[-1]] = yaml.safe_load(raw)
+        if isinstance(node, list):
+            node[_index(item, keys[-1], node)] = yaml.safe_load(raw)
+        else:
+            node[keys[-1]] = yaml.safe_load(raw)
     return data
+
+
+def _index(item: str, key: str, items: list) -> int:
+    if not key.isdigit() or int(key) >= len(items):
+        raise ExperimentError(f"--set {item!r}: {key!r} is not an index of a list of {len(items)}")
+    return int(key)
 
 
 def load_experiment(path: str | Path, overrides: list[str] = ()) -> Experiment:

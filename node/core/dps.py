@@ -1,4 +1,4 @@
-"""DPS: content-based publish/subscribe over trees of semantic groups, leader-based
+"""DPS: content-based publish/subscribe over trees of semantic groups, leader-based, self-healing
 (Anceaume, Datta, Gradinariu, Simon, Virgillito, ICDCS 2006; spec
 ../shared/design/protocols/dps.md).
 
@@ -41,17 +41,34 @@ creation (and tells any other asker to retry after ``locate_retry_steps`` until 
 announcement comes); a publisher of an attribute without a tree drops the event
 (``pub_tree_missing``). The seed serialises tree creation, so trees are never duplicated.
 
+Self-healing (§4.7.1): each group's leader keeps ``co_leaders`` co-leaders (its earliest
+members; a root group without members takes its children's leaders and co-leaders as routers)
+and sends them its state after every change (SYNC). Failures are detected by failed sends (the
+transport's, as gRPC's UNAVAILABLE; spec §4.1): leaders probe their co-leaders and the leaders
+of the neighbouring groups every U[``fd_min_steps``, ``fd_max_steps``] steps (the answers carry
+the parent's parent and the children's children, the distance-2 entries), co-leaders probe their
+leader, and a member that heard nothing from its group for ``silence_steps`` probes its leader.
+A dead leader is replaced by its first live co-leader with the next epoch (a neighbour that
+finds it dead tells the co-leader, then sends it what it could not deliver); the new leader
+announces itself to the members and neighbouring groups (and, for a root, to the seed as the
+tree's owner). A group that lost every contact is bridged: its parent adopts its children, its
+children reattach to their grandparent (else to the root). Members of a group that is gone
+subscribe again. A publisher whose root's leader is gone locates the tree again.
+
 Choices (spec §4.0, each a parameter): ``step_ms``; ``tick_steps`` (how often timeouts are
 checked; subscriptions issued at a tick, so a node's first subscriptions go out at a random
 phase within its first tick); ``find_timeout_steps`` (a subscription not joined by then is
 retried from the start, for ever: retries are counted); ``create_timeout_steps``;
 ``parent_side_filter``; ``group_on``; ``join_attr_policy`` (``random``, ``first``);
-``tree_contacts``. Group creation order (the ``decide`` tie-break) is (creation time in ms,
-creator id). A leader that unsubscribes stays the group's leader as a relay.
+``tree_contacts``; ``co_leaders``, ``fd_min_steps``, ``fd_max_steps``, ``silence_steps``. Group
+creation order (the ``decide`` tie-break) is (creation time in ms, creator id). A leader that
+unsubscribes stays the group's leader as a relay. Probes are one-way: a probe that the
+transport delivers is an answer enough (no PONG timeout), which holds for crash-stop failures.
 
-Not yet built (so not in the config): the epidemic variants (§4.6), co-leaders and self-healing
-(§4.7), leave handoff, duplicate-group merges (duplicates cannot arise without concurrent
-creation at different leaders, which the blocking prevents here).
+Not yet built (so not in the config): the epidemic variants (§4.6), leave handoff and dissolving
+an emptied group, duplicate-group merges (duplicates cannot arise without concurrent creation at
+different leaders, which the blocking prevents here), a tree whose root group lost its leader
+and every router (its children have nowhere to reattach), and a crashed seed.
 
 Invariants (``validate``): a group this node leads lists it as leader and member; every child's
 label is properly contained in its group's label (the safety invariant pruning relies on).
@@ -114,13 +131,24 @@ class DpsConfig:
     """Recent subscribers of a tree the seed hands out as contacts (spec C_tree)."""
     seen_capacity: int = 100_000
     """Event ids remembered for duplicate suppression, LRU (spec SEEN_LRU)."""
+    co_leaders: int = 1
+    """Co-leaders per group, each with a replica of the leader's state (spec K_c); a root group
+    without subscribers takes the leaders of its first children as routers (spec ROUTER)."""
+    fd_min_steps: int = 10
+    fd_max_steps: int = 25
+    """Failure-detection probes every U[fd_min_steps, fd_max_steps] steps, redrawn (spec T_fd)."""
+    silence_steps: int = 50
+    """A member that heard nothing from its group this long probes its leader (spec T_silence)."""
 
     __pydantic_config__ = {"extra": "forbid"}
 
     def __post_init__(self) -> None:
         if self.step_ms <= 0 or min(self.tick_steps, self.find_timeout_steps, self.create_timeout_steps,
-                                    self.locate_retry_steps, self.tree_contacts, self.seen_capacity) < 1:
-            raise ValueError("step_ms must be positive and every count and timeout at least 1")
+                                    self.locate_retry_steps, self.tree_contacts, self.seen_capacity,
+                                    self.fd_min_steps, self.silence_steps) < 1 or self.co_leaders < 0:
+            raise ValueError("step_ms must be positive, co_leaders at least 0 and every other count and timeout at least 1")
+        if self.fd_max_steps < self.fd_min_steps:
+            raise ValueError("fd_max_steps must be at least fd_min_steps")
 
     @property
     def step_s(self) -> float:
@@ -137,26 +165,106 @@ def _bare(d: Descriptor) -> Descriptor:
 
 @dataclass(eq=False, slots=True)
 class GroupRef:
-    """A group as its neighbours know it: id, label, creation order and leader."""
+    """A group as its neighbours know it: id, label, creation order, leader, co-leaders and the
+    leader's epoch (a takeover raises it; the higher epoch wins)."""
 
     gid: str
     label: Constraint
     seq: int
     leader: Descriptor
+    backups: tuple[Descriptor, ...] = ()
+    epoch: int = 0
+
+    @property
+    def contacts(self) -> tuple[Descriptor, ...]:
+        return (self.leader, *self.backups)
+
+
+class _Pack:
+    """The fields of a signal, group references among them, written in order."""
+
+    def __init__(self, *topics: str) -> None:
+        self.topics: list[str] = list(topics)
+        self.entries: list[Descriptor] = []
+        self.values: list[int] = []
+
+    def v(self, *values: int) -> _Pack:
+        self.values += values
+        return self
+
+    def ref(self, r: GroupRef) -> _Pack:
+        self.topics += [r.gid, r.label.canon()]
+        self.values += [r.seq, r.epoch, len(r.backups)]
+        self.entries += [r.leader, *r.backups]
+        return self
+
+    def refs(self, rs: Iterable[GroupRef]) -> _Pack:
+        rs = list(rs)
+        self.values.append(len(rs))
+        for r in rs:
+            self.ref(r)
+        return self
+
+    def maybe(self, r: GroupRef | None) -> _Pack:
+        self.values.append(int(r is not None))
+        return self.ref(r) if r is not None else self
+
+
+class _Read:
+    """Reads what a ``_Pack`` wrote, in the same order."""
+
+    def __init__(self, msg: Signal) -> None:
+        self.msg = msg
+        self._t = self._e = self._v = 0
+
+    def t(self) -> str:
+        self._t += 1
+        return self.msg.topics[self._t - 1]
+
+    def v(self) -> int:
+        self._v += 1
+        return self.msg.values[self._v - 1]
+
+    def e(self) -> Descriptor:
+        self._e += 1
+        return self.msg.entries[self._e - 1]
+
+    def ref(self) -> GroupRef:
+        gid, canon, seq, epoch, n = self.t(), self.t(), self.v(), self.v(), self.v()
+        if not 0 <= n <= 64:
+            raise ValueError(f"{n} co-leaders")
+        leader = self.e()
+        return GroupRef(gid, parse_canon(canon), seq, leader, tuple(self.e() for _ in range(n)), epoch)
+
+    def refs(self) -> list[GroupRef]:
+        n = self.v()
+        if not 0 <= n <= len(self.msg.topics):
+            raise ValueError(f"{n} groups")
+        return [self.ref() for _ in range(n)]
+
+    def maybe(self) -> GroupRef | None:
+        return self.ref() if self.v() else None
 
 
 @dataclass(eq=False)
 class Membership:
-    """A group this node belongs to (as its leader or as a member)."""
+    """A group this node belongs to: as its leader, as a co-leader (with a replica of the
+    leader's state) or as a member; a router is a co-leader of a root group it is no member of."""
 
     ref: GroupRef
     tree: str
     subs: set[str] = field(default_factory=set)
-    """This node's subscriptions grouped here (none for the owner's root group)."""
+    """This node's subscriptions grouped here (none for the owner's root group or a router)."""
     members: dict[NodeId, Descriptor] = field(default_factory=dict)
-    """Leader only: every member, the leader included."""
+    """Leader and co-leaders: every member in join order, the leader included."""
     parent: GroupRef | None = None
     children: dict[str, GroupRef] = field(default_factory=dict)
+    grandparent: GroupRef | None = None
+    grandchildren: dict[str, list[GroupRef]] = field(default_factory=dict)
+    """Distance-2 entries (spec predview, succview), refreshed by the probes' answers: where the
+    tree is rejoined when a whole neighbouring group is lost."""
+    heard: float = 0.0
+    """A member: when it last heard from its group."""
     blocked_until: float | None = None
     block_req: int = 0
     buffered: list[tuple[NodeId, Message]] = field(default_factory=list)
@@ -178,8 +286,8 @@ class PendingSub:
 
 
 class Dps(Layer):
-    """Tree location, group membership and the group tree's maintenance (no timer-driven
-    gossip: the tick only checks timeouts and issues new subscriptions)."""
+    """Tree location, group membership, the group tree's maintenance and its self-healing
+    (the tick checks timeouts, issues new subscriptions and runs the failure detector)."""
 
     name = LAYER
 
@@ -196,13 +304,17 @@ class Dps(Layer):
         self.held: dict[str, list[EventMsg]] = {}
         """Events waiting for their tree to be located, per tree."""
         self.locating: dict[str, int] = {}
+        self.suspected: dict[NodeId, float] = {}
+        """Nodes a send to failed, and when (crash-stop: not chosen again for ``suspect_steps``)."""
+        self.next_probe = 0.0
         # seed state
         self.directory: dict[str, Descriptor] = {}
         self.granted: dict[str, tuple[NodeId, float]] = {}
         self.recent: dict[str, deque[Descriptor]] = {}
         self._req = 0
         self._seq = 0
-        self.counts = {"retries": 0, "pub_tree_missing": 0, "stale": 0, "buffered": 0}
+        self.counts = dict.fromkeys(("retries", "pub_tree_missing", "stale", "buffered", "suspected", "takeovers",
+                                     "promoted", "reattached", "adopted", "resubscribed"), 0)
         self.route: DpsRoute  # the stack's rule, set by ``build``: where held and buffered events go
 
     @property
@@ -229,6 +341,23 @@ class Dps(Layer):
             return self.on_message(dst.node_id, msg, now)
         return [Send(dst.node_id, dst.addr, msg)]
 
+    def _send(self, dst: Descriptor, kind: str, now: float, p: _Pack) -> list[Action]:
+        return self._signal(dst, kind, now, p.topics, p.entries, p.values)
+
+    def _leads(self, m: Membership) -> bool:
+        return m.ref.leader.node_id == self.stack.node_id
+
+    def _backs(self, m: Membership) -> bool:
+        return any(d.node_id == self.stack.node_id for d in m.ref.backups)
+
+    def _led(self, gid: str) -> Membership | None:
+        m = self.groups.get(gid)
+        return m if m is not None and self._leads(m) else None
+
+    def _alive(self, node: NodeId, now: float) -> bool:
+        at = self.suspected.get(node)
+        return at is None or now - at > 2 * self.config.fd_max_steps * self.config.step_s
+
     # --- subscriptions --------------------------------------------------------------------------
 
     def tick(self, now: float) -> list[Action]:
@@ -250,6 +379,9 @@ class Dps(Layer):
         for tree, (_, until) in list(self.granted.items()):
             if now >= until:
                 del self.granted[tree]
+        if now >= self.next_probe:
+            self.next_probe = now + self.rng.randint(self.config.fd_min_steps, self.config.fd_max_steps) * step
+            out += self._probe(now)
         return out
 
     def _issue(self, text: str, now: float) -> list[Action]:
@@ -285,8 +417,8 @@ class Dps(Layer):
         if m is None:
             return []
         m.subs.discard(text)
-        if m.subs or m.ref.leader.node_id == self.stack.node_id:
-            return []  # a leader stays as the group's relay (choice)
+        if m.subs or self._leads(m) or self._backs(m):
+            return []  # a leader or co-leader stays as the group's relay (choice)
         del self.groups[m.gid]
         return self._signal(m.ref.leader, "leave", now, (m.gid,))
 
@@ -333,6 +465,8 @@ class Dps(Layer):
             self.counts["stale"] += 1
             return []
         del self.locating[tree]
+        if not self._alive(msg.entries[0].node_id, now):
+            return []  # the seed has not heard of the takeover yet: asked again at the next tick
         self.owners[tree] = msg.entries[0]
         self.contacts[tree] = list(msg.entries[1:])
         return self._tree_known(tree, now)
@@ -387,16 +521,12 @@ class Dps(Layer):
         self.groups[gid] = m
         return m
 
-    def _led(self, gid: str) -> Membership | None:
-        m = self.groups.get(gid)
-        return m if m is not None and m.ref.leader.node_id == self.stack.node_id else None
-
     def _on_find(self, msg: Signal, now: float) -> list[Action]:
         tree, text, gid = msg.topics[:3]
         subscriber, (req, direction) = msg.entries[0], msg.values[:2]
         label = parse_filter(text, self.config.group_on).labels[_attr(tree)]
         mine = [m for m in self.groups.values() if m.tree == tree]
-        led = [m for m in mine if m.ref.leader.node_id == self.stack.node_id]
+        led = [m for m in mine if self._leads(m)]
         if gid:
             led = [m for m in led if m.gid == gid]
         elif direction == DOWN or self.config.traversal == "root":
@@ -416,22 +546,17 @@ class Dps(Layer):
             self.counts["buffered"] += 1
             return []
         if g.ref.label.canon() == label.canon():
-            return self._signal(subscriber, "subscribe_to", now, (tree, text, g.gid), (g.ref.leader,), (req,))
+            return self._send(subscriber, "subscribe_to", now, _Pack(text).v(req).ref(g.ref))
         verdict, child, adopt = decide(list(g.children.values()), label)
         if verdict == "found":
             assert child is not None
-            return self._signal(subscriber, "subscribe_to", now, (tree, text, child.gid), (child.leader,), (req,))
+            return self._send(subscriber, "subscribe_to", now, _Pack(text).v(req).ref(child))
         if verdict == "descend":
             assert child is not None
             return self._signal(child.leader, "find", now, (tree, text, child.gid), msg.entries, (req, DOWN))
         g.blocked_until = now + self.config.create_timeout_steps * self.config.step_s
         g.block_req = req
-        topics = [tree, text, g.gid, g.ref.label.canon()]
-        values = [req, g.ref.seq]
-        for c in adopt:
-            topics += [c.gid, c.label.canon()]
-            values.append(c.seq)
-        return self._signal(subscriber, "create", now, topics, (g.ref.leader, *(c.leader for c in adopt)), values)
+        return self._send(subscriber, "create", now, _Pack(tree, text).v(req).ref(g.ref).maybe(g.parent).refs(adopt))
 
     def _pending(self, text: str, req: int) -> PendingSub | None:
         p = self.subs.get(text)
@@ -448,16 +573,17 @@ class Dps(Layer):
         return self._signal(self.owners[p.tree], "find", now, (p.tree, msg.topics[0], ""), (self.me,), (p.req, DOWN))
 
     def _on_subscribe_to(self, msg: Signal, now: float) -> list[Action]:
-        tree, text, gid = msg.topics[:3]
-        p = self._pending(text, msg.values[0])
+        r = _Read(msg)
+        text, req, group = r.t(), r.v(), r.ref()
+        p = self._pending(text, req)
         if p is None:
             return []
-        m = self.groups.get(gid)
+        m = self.groups.get(group.gid)
         if m is not None:  # already in that group for another subscription
             m.subs.add(text)
-            p.state, p.gid = "joined", gid
+            p.state, p.gid = "joined", group.gid
             return []
-        return self._signal(msg.entries[0], "join", now, (gid, text), (), (p.req,))
+        return self._signal(group.leader, "join", now, (group.gid, text), (), (p.req,))
 
     def _on_join(self, msg: Signal, now: float) -> list[Action]:
         gid, text = msg.topics[:2]
@@ -466,60 +592,67 @@ class Dps(Layer):
             self.counts["stale"] += 1
             return self._signal(msg.sender, "retry", now, (text,), (), msg.values[:1])
         m.members[msg.sender.node_id] = msg.sender
-        return self._signal(msg.sender, "join_ack", now, (m.tree, gid, m.ref.label.canon(), text), (self.me,),
-                            (msg.values[0], m.ref.seq))
+        out = self._send(msg.sender, "join_ack", now, _Pack(m.tree, text).v(msg.values[0]).ref(m.ref))
+        return out + self._changed(m, now)
 
     def _on_join_ack(self, msg: Signal, now: float) -> list[Action]:
-        tree, gid, canon, text = msg.topics[:4]
-        p = self._pending(text, msg.values[0])
+        r = _Read(msg)
+        tree, text, req, group = r.t(), r.t(), r.v(), r.ref()
+        p = self._pending(text, req)
         if p is None:
             return []
-        m = self.groups.setdefault(gid, Membership(GroupRef(gid, parse_canon(canon), msg.values[1], msg.entries[0]), tree))
+        m = self.groups.get(group.gid)
+        if m is None:
+            m = self.groups[group.gid] = Membership(group, tree, heard=now)
         m.subs.add(text)
-        p.state, p.gid = "joined", gid
+        p.state, p.gid = "joined", group.gid
         return []
 
     def _on_create(self, msg: Signal, now: float) -> list[Action]:
-        tree, text, parent_gid, parent_canon = msg.topics[:4]
-        p = self._pending(text, msg.values[0])
+        r = _Read(msg)
+        tree, text, req, parent, grandparent, adopted = r.t(), r.t(), r.v(), r.ref(), r.maybe(), r.refs()
+        p = self._pending(text, req)
         if p is None:
             return []
-        parent = GroupRef(parent_gid, parse_canon(parent_canon), msg.values[1], msg.entries[0])
-        adopted = [GroupRef(msg.topics[i], parse_canon(msg.topics[i + 1]), msg.values[2 + (i - 4) // 2], msg.entries[1 + (i - 4) // 2])
-                   for i in range(4, len(msg.topics), 2)]
         m = self._new_group(tree, p.label, now, parent, adopted)
+        m.grandparent = grandparent
         m.subs.add(text)
         p.state, p.gid = "joined", m.gid
-        out = self._signal(parent.leader, "created", now, (parent_gid, m.gid, p.label.canon(), *(c.gid for c in adopted)),
-                           (self.me,), (msg.values[0], m.ref.seq))
+        out = self._send(parent.leader, "created", now, _created(parent.gid, req, m.ref, adopted))
         for c in adopted:
-            out += self._signal(c.leader, "pred_changed", now, (c.gid, m.gid, p.label.canon()), (self.me,), (m.ref.seq,))
+            out += self._send(c.leader, "pred_changed", now, _Pack(c.gid).ref(m.ref).maybe(parent))
         return out
 
     def _on_created(self, msg: Signal, now: float) -> list[Action]:
-        parent_gid, gid, canon, *adopted = msg.topics
+        r = _Read(msg)
+        parent_gid, req, new, n = r.t(), r.v(), r.ref(), r.v()
+        adopted = [r.t() for _ in range(n)]
         m = self._led(parent_gid)
         if m is None:
             self.counts["stale"] += 1
             return []
         for a in adopted:
             m.children.pop(a, None)
-        m.children[gid] = GroupRef(gid, parse_canon(canon), msg.values[1], msg.entries[0])
-        return self._unblock(m, now) if m.block_req == msg.values[0] else []
+            m.grandchildren.pop(a, None)
+        m.children[new.gid] = new
+        out = self._unblock(m, now) if m.block_req == req else []
+        return out + self._changed(m, now)
 
     def _on_pred_changed(self, msg: Signal, now: float) -> list[Action]:
-        gid, parent_gid, canon = msg.topics[:3]
+        r = _Read(msg)
+        gid, parent, grandparent = r.t(), r.ref(), r.maybe()
         m = self._led(gid)
         if m is None:
             self.counts["stale"] += 1
             return []
-        m.parent = GroupRef(parent_gid, parse_canon(canon), msg.values[0], msg.entries[0])
-        return []
+        m.parent, m.grandparent = parent, grandparent
+        return self._changed(m, now)
 
     def _on_leave(self, msg: Signal, now: float) -> list[Action]:
         m = self._led(msg.topics[0])
         if m is not None and msg.sender.node_id != self.stack.node_id:
             m.members.pop(msg.sender.node_id, None)
+            return self._changed(m, now)
         return []
 
     def _unblock(self, m: Membership, now: float) -> list[Action]:
@@ -533,20 +666,289 @@ class Dps(Layer):
                 out += self.on_message(src, msg, now)
         return out
 
+    # --- co-leaders -----------------------------------------------------------------------------
+
+    def _changed(self, m: Membership, now: float) -> list[Action]:
+        """After a change of a led group: its co-leaders filled (``_fill``) and sent the
+        leader's state (spec GROUP_STATE_SYNC)."""
+        out = self._announce(m, now) if self._fill(m, now) else []
+        state = _Pack(m.tree).ref(m.ref).maybe(m.parent).maybe(m.grandparent).refs(m.children.values())
+        state.entries += m.members.values()
+        state.v(len(m.members))
+        for d in m.ref.backups:
+            out += self._send(d, "sync", now, state)
+        return out
+
+    def _fill(self, m: Membership, now: float) -> bool:
+        """Whether the co-leaders of led group ``m`` changed: the suspected ones dropped, then
+        filled up to ``co_leaders`` from its members in join order (a root group: from its
+        children's leaders and co-leaders too, as routers)."""
+        backups = [d for d in m.ref.backups if self._alive(d.node_id, now)]
+        taken = {self.stack.node_id, *(d.node_id for d in backups)}
+        pool = [d for d in m.members.values() if d.node_id not in taken]
+        if isinstance(m.ref.label, Top):
+            pool += [d for c in m.children.values() for d in c.contacts if d.node_id not in taken]
+        fresh = [d for d in pool if self._alive(d.node_id, now)][:max(0, self.config.co_leaders - len(backups))]
+        if not fresh and len(backups) == len(m.ref.backups):
+            return False
+        self.counts["promoted"] += len(fresh)
+        m.ref = GroupRef(m.gid, m.ref.label, m.ref.seq, m.ref.leader, tuple(backups + fresh), m.ref.epoch)
+        return True
+
+    def _announce(self, m: Membership, now: float) -> list[Action]:
+        """The group's leader and co-leaders, to its members and neighbouring groups (spec
+        LEADER_CHANGE); a root group's new leader is the tree's owner at the seed too."""
+        out: list[Action] = []
+        msg = _Pack().ref(m.ref)
+        to = {d.node_id: d for d in m.members.values()}
+        for r in [m.parent, *m.children.values()]:
+            if r is not None:
+                to[r.leader.node_id] = r.leader
+        for d in to.values():  # this node too, where it leads a neighbouring group
+            out += self._send(d, "leader", now, msg)
+        if isinstance(m.ref.label, Top) and self.owners.get(m.tree) != self.me and self._leads(m):
+            self.owners[m.tree] = self.me
+            assert self.seed is not None
+            out += self._signal(self.seed, "announce", now, (m.tree,), (self.me,))
+        return out
+
+    def _on_sync(self, msg: Signal, now: float) -> list[Action]:
+        r = _Read(msg)
+        tree, ref, parent, grandparent, children = r.t(), r.ref(), r.maybe(), r.maybe(), r.refs()
+        n = r.v()
+        members = [r.e() for _ in range(n)]
+        m = self.groups.get(ref.gid)
+        if m is not None and ref.epoch < m.ref.epoch:
+            self.counts["stale"] += 1
+            return []
+        if m is None:
+            m = self.groups[ref.gid] = Membership(ref, tree, heard=now)  # a router of a root group
+        m.ref, m.parent, m.grandparent = ref, parent, grandparent
+        m.children = {c.gid: c for c in children}
+        m.members = {d.node_id: d for d in members}
+        m.heard = now
+        return []
+
+    def _on_leader(self, msg: Signal, now: float) -> list[Action]:
+        return self._learn(_Read(msg).ref(), now)
+
+    def _learn(self, ref: GroupRef, now: float) -> list[Action]:
+        """A group's leader and co-leaders as of ``ref.epoch``: wherever this node refers to
+        that group (an older epoch is ignored)."""
+        out: list[Action] = []
+        for m in list(self.groups.values()):
+            if m.gid == ref.gid and (ref.epoch > m.ref.epoch or ref.epoch == m.ref.epoch and not self._leads(m)):
+                was_leading = self._leads(m)
+                m.ref = GroupRef(m.gid, m.ref.label, m.ref.seq, ref.leader, ref.backups, ref.epoch)
+                m.heard = now
+                if was_leading and not self._leads(m):  # a takeover while this node was thought gone
+                    out += self._changed_hands(m)
+                if isinstance(m.ref.label, Top):
+                    self.owners[m.tree] = ref.leader
+            if m.parent is not None and m.parent.gid == ref.gid and ref.epoch >= m.parent.epoch:
+                m.parent = GroupRef(ref.gid, m.parent.label, m.parent.seq, ref.leader, ref.backups, ref.epoch)
+            c = m.children.get(ref.gid)
+            if c is not None and ref.epoch >= c.epoch:
+                m.children[ref.gid] = GroupRef(ref.gid, c.label, c.seq, ref.leader, ref.backups, ref.epoch)
+                if self._leads(m) and len(m.ref.backups) < self.config.co_leaders and isinstance(m.ref.label, Top):
+                    out += self._changed(m, now)  # a root's router may come from a child's co-leaders
+        return out
+
+    def _changed_hands(self, m: Membership) -> list[Action]:
+        """This node led ``m`` and another took over: it stays a member if it subscribed here."""
+        if not m.subs and not self._backs(m):
+            del self.groups[m.gid]
+        return []
+
+    # --- failure detection and self-healing (spec §4.7.1) ---------------------------------------
+
+    def _probe(self, now: float) -> list[Action]:
+        """Leaders probe their co-leaders and neighbouring groups' leaders (asking a child for
+        its children, the parent for its parent); co-leaders probe their leader; a member that
+        has heard nothing for ``silence_steps`` probes its leader. A probe that cannot be sent
+        is a suspicion (``on_send_failed``)."""
+        out: list[Action] = []
+        silence = self.config.silence_steps * self.config.step_s
+        for m in list(self.groups.values()):
+            if self._leads(m):
+                if len(m.ref.backups) < self.config.co_leaders:
+                    out += self._changed(m, now)
+                for d in m.ref.backups:
+                    out += self._send(d, "ping", now, _Pack(m.gid).v(0))
+                if m.parent is not None:
+                    out += self._send(m.parent.leader, "ping", now, _Pack(m.parent.gid).v(0))
+                elif not isinstance(m.ref.label, Top):
+                    out += self._reattach(m, now)
+                for c in m.children.values():
+                    out += self._send(c.leader, "ping", now, _Pack(c.gid).v(1))
+            elif self._backs(m) or now - m.heard >= silence:
+                m.heard = max(m.heard, now - silence / 2)
+                out += self._send(m.ref.leader, "ping", now, _Pack(m.gid).v(0))
+        return out
+
+    def _on_ping(self, msg: Signal, now: float) -> list[Action]:
+        gid, want_children = msg.topics[0], msg.values[0]
+        m = self.groups.get(gid)
+        if m is None:
+            return self._send(msg.sender, "pong", now, _Pack(gid).v(0))
+        p = _Pack(gid).v(1).ref(m.ref).maybe(m.parent).refs(m.children.values() if want_children else ())
+        return self._send(msg.sender, "pong", now, p)
+
+    def _on_pong(self, msg: Signal, now: float) -> list[Action]:
+        r = _Read(msg)
+        gid, found = r.t(), r.v()
+        if not found:
+            self.counts["stale"] += 1
+            return []
+        ref, parent, children = r.ref(), r.maybe(), r.refs()
+        out = self._learn(ref, now)
+        for m in self.groups.values():
+            if m.gid == gid:
+                m.heard = now
+            if m.parent is not None and m.parent.gid == gid:
+                m.grandparent = parent
+            if gid in m.children:
+                m.grandchildren[gid] = children
+        return out
+
     def on_send_failed(self, dst: NodeId, msg: Message, now: float) -> list[Action]:
-        return []  # a lost request is retried at its subscription's timeout
+        return self.suspect(dst, now)
+
+    def suspect(self, dead: NodeId, now: float) -> list[Action]:
+        """A send to ``dead`` failed: every group that refers to it is repaired. A lost
+        request is retried at its subscription's timeout."""
+        for tree, owner in list(self.owners.items()):
+            if owner.node_id == dead and not any(m.tree == tree and isinstance(m.ref.label, Top) for m in self.groups.values()):
+                del self.owners[tree]  # located again at the next publication or retry
+        if self._alive(dead, now):
+            self.counts["suspected"] += 1
+        self.suspected[dead] = now
+        out: list[Action] = []  # repairs below are no-ops where done already
+        for m in list(self.groups.values()):
+            if self._leads(m):
+                changed = m.members.pop(dead, None) is not None or any(d.node_id == dead for d in m.ref.backups)
+                if m.parent is not None and dead in {d.node_id for d in m.parent.contacts}:
+                    out += self._parent_lost(m, dead, now)
+                for c in [c for c in m.children.values() if dead in {d.node_id for d in c.contacts}]:
+                    out += self._child_lost(m, c, dead, now)
+                if changed:
+                    out += self._changed(m, now)
+            elif m.ref.leader.node_id == dead:
+                out += self._leader_lost(m, now)
+            elif any(d.node_id == dead for d in m.ref.backups):
+                m.ref = _without(m.ref, dead)
+        return out
+
+    def _leader_lost(self, m: Membership, now: float) -> list[Action]:
+        """The group's leader is gone: the first live co-leader takes over (told so if it is
+        not this node); a member of a group with no co-leader left subscribes again."""
+        ref = _without(m.ref, m.ref.leader.node_id)
+        live = [d for d in ref.backups if self._alive(d.node_id, now)]
+        if not live:
+            self.counts["resubscribed"] += len(m.subs)
+            del self.groups[m.gid]
+            out: list[Action] = []
+            for text in sorted(m.subs):
+                p = self.subs.get(text)
+                if p is not None:
+                    out += self._start(text, p, now)
+            return out
+        if live[0].node_id == self.stack.node_id:
+            return self.take_over(m, now)
+        m.ref = GroupRef(ref.gid, ref.label, ref.seq, live[0], tuple(live[1:]), ref.epoch)
+        return self._send(live[0], "takeover", now, _Pack(m.gid).v(ref.epoch))
+
+    def take_over(self, m: Membership, now: float) -> list[Action]:
+        """This co-leader leads ``m`` from now on, with the next epoch (spec §4.7.1 step 1)."""
+        self.counts["takeovers"] += 1
+        old = m.ref.leader.node_id
+        m.members.pop(old, None)
+        if m.subs:
+            m.members.setdefault(self.stack.node_id, self.me)
+        rest = tuple(d for d in m.ref.backups if d.node_id not in (self.stack.node_id, old))
+        m.ref = GroupRef(m.gid, m.ref.label, m.ref.seq, self.me, rest, m.ref.epoch + 1)
+        return [*self._announce(m, now), *self._changed(m, now)]
+
+    def _on_takeover(self, msg: Signal, now: float) -> list[Action]:
+        """A neighbour found this group's leader gone: a co-leader takes over (trusting it:
+        crash-stop; a leader wrongly suspected steps down on the higher epoch)."""
+        m = self.groups.get(msg.topics[0])
+        if m is None or not self._backs(m) or m.ref.epoch > msg.values[0]:
+            if m is not None:
+                return self._send(msg.sender, "leader", now, _Pack().ref(m.ref))
+            self.counts["stale"] += 1
+            return []
+        return self.suspect(m.ref.leader.node_id, now)
+
+    def _parent_lost(self, m: Membership, dead: NodeId, now: float) -> list[Action]:
+        """A contact of the parent group is gone: its co-leader stands in, or, with the whole
+        group gone, ``m`` reattaches to its grandparent (spec §4.7.1 step 4)."""
+        assert m.parent is not None
+        parent = _without(m.parent, dead)
+        if parent.leader.node_id != dead:
+            m.parent = parent
+            return []
+        live = [d for d in parent.backups if self._alive(d.node_id, now)]
+        if live:
+            m.parent = GroupRef(parent.gid, parent.label, parent.seq, live[0], tuple(live[1:]), parent.epoch)
+            return self._send(live[0], "takeover", now, _Pack(parent.gid).v(parent.epoch))
+        m.parent = None
+        return self._reattach(m, now)
+
+    def _reattach(self, m: Membership, now: float) -> list[Action]:
+        """An orphaned group asks its grandparent, else the tree's root, to take it as a child
+        (repeated at each probe until a PRED_CHANGED answers)."""
+        to = m.grandparent.leader if m.grandparent is not None and self._alive(m.grandparent.leader.node_id, now) \
+            else self.owners.get(m.tree)
+        if to is None or to.node_id == self.stack.node_id:
+            return []
+        gid = m.grandparent.gid if m.grandparent is not None and m.grandparent.leader == to else ""
+        return self._send(to, "reattach", now, _Pack(m.tree, gid).ref(m.ref))
+
+    def _on_reattach(self, msg: Signal, now: float) -> list[Action]:
+        r = _Read(msg)
+        tree, gid, child = r.t(), r.t(), r.ref()
+        m = self._led(gid) if gid else next((g for g in self.groups.values() if g.tree == tree and self._leads(g)
+                                              and isinstance(g.ref.label, Top)), None)
+        if m is None or not contains(m.ref.label, child.label) or m.ref.label.canon() == child.label.canon():
+            self.counts["stale"] += 1
+            return []
+        self.counts["reattached"] += 1
+        m.children[child.gid] = child
+        return self._send(child.leader, "pred_changed", now, _Pack(child.gid).ref(m.ref).maybe(m.parent)) + self._changed(m, now)
+
+    def _child_lost(self, m: Membership, c: GroupRef, dead: NodeId, now: float) -> list[Action]:
+        """A contact of child group ``c`` is gone: its co-leader stands in, or, with the whole
+        group gone, its children become ``m``'s (spec §4.7.1 step 3)."""
+        c2 = _without(c, dead)
+        if c2.leader.node_id != dead:
+            m.children[c.gid] = c2
+            return []
+        live = [d for d in c2.backups if self._alive(d.node_id, now)]
+        if live:
+            m.children[c.gid] = GroupRef(c.gid, c.label, c.seq, live[0], tuple(live[1:]), c.epoch)
+            return self._send(live[0], "takeover", now, _Pack(c.gid).v(c.epoch))
+        del m.children[c.gid]
+        out: list[Action] = []
+        for g in m.grandchildren.pop(c.gid, []):
+            if g.gid not in m.children and self._alive(g.leader.node_id, now):
+                self.counts["adopted"] += 1
+                m.children[g.gid] = g
+                out += self._send(g.leader, "pred_changed", now, _Pack(g.gid).ref(m.ref).maybe(m.parent))
+        return out + self._changed(m, now)
 
     # --- introspection --------------------------------------------------------------------------
 
     def counters(self) -> dict[str, int]:
-        led = [m for m in self.groups.values() if m.ref.leader.node_id == self.stack.node_id]
+        led = [m for m in self.groups.values() if self._leads(m)]
         return {**self.counts, "groups_led": len(led), "roots_led": sum(isinstance(m.ref.label, Top) for m in led),
-                "members_led": sum(len(m.members) - 1 for m in led)}
+                "members_led": sum(len(m.members) - 1 for m in led),
+                "co_leading": sum(self._backs(m) for m in self.groups.values())}
 
     def links(self) -> set[NodeId]:
         out: set[NodeId] = set()
         for m in self.groups.values():
-            out.add(m.ref.leader.node_id)
+            out.update(d.node_id for d in m.ref.contacts)
             out.update(m.members)
             out.update(c.leader.node_id for c in m.children.values())
             if m.parent is not None:
@@ -565,11 +967,24 @@ class Dps(Layer):
     def validate(self) -> None:
         me = self.stack.node_id
         for m in self.groups.values():
-            if m.ref.leader.node_id == me and me not in m.members:
+            if self._leads(m) and m.subs and me not in m.members:
                 raise LocalProtocolError(f"node {me} leads {m.gid} but is not among its members")
+            if any(d.node_id == m.ref.leader.node_id for d in m.ref.backups):
+                raise LocalProtocolError(f"{m.gid}: its leader is among its co-leaders")
             for c in m.children.values():
                 if not contains(m.ref.label, c.label) or c.label.canon() == m.ref.label.canon():
                     raise LocalProtocolError(f"child {c.gid} of {m.gid}: label not properly contained")
+
+
+def _without(r: GroupRef, node: NodeId) -> GroupRef:
+    """``r`` with ``node`` no longer among its co-leaders (its leader stays as it is)."""
+    return GroupRef(r.gid, r.label, r.seq, r.leader, tuple(d for d in r.backups if d.node_id != node), r.epoch)
+
+
+def _created(parent_gid: str, req: int, new: GroupRef, adopted: list[GroupRef]) -> _Pack:
+    p = _Pack(parent_gid).v(req).ref(new).v(len(adopted))
+    p.topics += [c.gid for c in adopted]
+    return p
 
 
 def _attr(tree: str) -> tuple[str, Any]:
@@ -582,7 +997,8 @@ _HANDLERS = MappingProxyType({
     "announce": Dps._on_announce, "find": Dps._on_find, "retry": Dps._on_retry,
     "subscribe_to": Dps._on_subscribe_to, "join": Dps._on_join, "join_ack": Dps._on_join_ack,
     "create": Dps._on_create, "created": Dps._on_created, "pred_changed": Dps._on_pred_changed,
-    "leave": Dps._on_leave,
+    "leave": Dps._on_leave, "sync": Dps._on_sync, "leader": Dps._on_leader, "ping": Dps._on_ping,
+    "pong": Dps._on_pong, "takeover": Dps._on_takeover, "reattach": Dps._on_reattach,
 })
 
 
@@ -653,8 +1069,11 @@ class DpsRoute(Dissemination):
         children, from a member (its publication), or by way of another group: then it goes
         down only (a later copy from the parent would be a duplicate; the group is on the
         traversal's path exactly when its label matches, every ancestor's label containing it)."""
-        if m.ref.leader.node_id != self.stack.node_id:
-            return []  # a member: a GROUP_EVENT ends here
+        layer = self.layer
+        if m.ref.leader.node_id == sender:
+            m.heard = self.stack.now
+        if not layer._leads(m):
+            return []  # a member (a stand-in is told to take over before a copy is sent to it)
         from_parent = m.parent is not None and sender == m.parent.leader.node_id
         child = next((c.gid for c in m.children.values() if c.leader.node_id == sender), None)
         if not from_parent and child is None and sender not in m.members:
@@ -687,6 +1106,39 @@ class DpsRoute(Dissemination):
             led = layer._led(m.parent.gid)
             out += self._route(led, v, event, False, m.gid, seen) if led is not None else [m.parent.leader]
         return out
+
+    def on_send_failed(self, dst: NodeId, event: EventMsg, now: float) -> list[Action]:
+        """An event copy could not be handed to ``dst``: the groups that referred to it are
+        repaired (``Dps.suspect``) and the copy goes to whoever stands in: the group's new or
+        acting leader, the children of a child group that is gone, or (at a publisher whose
+        root's leader is gone) the root as located again."""
+        layer, attrs = self.layer, self.attrs(event)
+        was: list[tuple[Membership, str, set[str]]] = []
+        for m in layer.groups.values():
+            if m.ref.leader.node_id == dst:
+                was.append((m, m.gid, set()))
+            if m.parent is not None and m.parent.leader.node_id == dst:
+                was.append((m, m.parent.gid, set()))
+            was += [(m, c.gid, set(m.children)) for c in m.children.values() if c.leader.node_id == dst]
+        lost_root = [t for t, d in layer.owners.items() if d.node_id == dst and event.publisher == self.stack.node_id]
+        out = layer.suspect(dst, now)
+        to: dict[NodeId, Descriptor] = {}
+        for m, gid, children_before in was:
+            now_ref = next((r for r in (m.ref, m.parent, m.children.get(gid)) if r is not None and r.gid == gid), None)
+            if now_ref is not None:
+                to[now_ref.leader.node_id] = now_ref.leader
+                continue
+            v = attrs.get(_attr(m.tree)[0])
+            for c in m.children.values():  # adopted from a child group that is gone
+                if c.gid not in children_before and v is not None and matches(c.label, v):
+                    to[c.leader.node_id] = c.leader
+        for tree in lost_root:
+            if tree not in layer.owners:
+                layer.held.setdefault(tree, []).append(event)
+                out += layer._locate(tree, now, create=False)
+        for k in (dst, self.stack.node_id):
+            to.pop(k, None)
+        return out + [Send(d.node_id, d.addr, event) for d in to.values()]
 
     def forward_in(self, m: Membership, event: EventMsg, src: NodeId, now: float) -> list[Action]:
         """An event buffered at a blocked group, sent on once it is unblocked."""

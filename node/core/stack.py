@@ -234,6 +234,8 @@ class Stack:
         node that starts over with a fresh core a new one, so no two events share an id."""
         self.published = 0
         self.active = True
+        self.now = 0.0
+        """The driver's clock at the call being handled (for rules, which ``targets`` gives none)."""
         self.view_order = list(view_order or self.layers)
         if sorted(self.view_order) != sorted(self.layers):
             raise LocalProtocolError(f"view_order {self.view_order} does not name the layers {list(self.layers)}")
@@ -263,6 +265,7 @@ class Stack:
 
     def start(self, now: float, contacts: Sequence[Descriptor]) -> list[Action]:
         """Join the overlay through ``contacts`` and arm every periodic layer's timer."""
+        self.now = now
         self.active = True
         timers: list[Action] = []
         for layer in self.layers.values():
@@ -272,6 +275,7 @@ class Stack:
         return timers
 
     def on_timer(self, name: str, now: float) -> list[Action]:
+        self.now = now
         layer = self.layers.get(name)
         if layer is None or layer.period is None:
             raise LocalProtocolError(f"unknown timer {name!r}")
@@ -281,6 +285,7 @@ class Stack:
 
     def on_message(self, src: NodeId, msg: Message, now: float) -> list[Action]:
         """Handle one message from ``src``. Raises RemoteProtocolError on illegal input."""
+        self.now = now
         if not self.active:
             return []
         if isinstance(msg, EventMsg):
@@ -292,6 +297,7 @@ class Stack:
 
     def on_send_failed(self, dst: NodeId, msg: Message, now: float) -> list[Action]:
         """The transport could not hand ``msg`` to ``dst`` (peer gone)."""
+        self.now = now
         if not self.active:
             return []
         if isinstance(msg, EventMsg):
@@ -327,6 +333,7 @@ class Stack:
         return []
 
     def publish(self, topic: Topic, payload: bytes, now: float) -> list[Action]:
+        self.now = now
         if not self.active:
             raise LocalProtocolError("publish on a node that has left")
         self.rule.check_publish(topic)

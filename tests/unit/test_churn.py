@@ -56,6 +56,20 @@ def test_flash_crowd_and_sharp_drop():
     assert len(p.alive_at(81, 100)) == 100
 
 
+def test_crash_series_draw_one_live_node_per_step_with_the_given_probability_and_spare_some():
+    p = plan(n=1000, end=1000, model="none", phases=[
+        {"kind": "crashes", "at_s": 0, "until_s": 600, "every_s": 0.2, "probability": 0.1, "spare": [0]},
+        {"kind": "crashes", "at_s": 700, "until_s": 800, "every_s": 0.4, "spare": [0]}])
+    warm = min(e.at_s for e in p.events if e.at_s > 650) - 700  # phases start after the warm-up
+    steady = [e for e in p.events if e.at_s < warm + 600]
+    assert 240 <= len(steady) <= 360  # 3,000 draws at p = 0.1
+    burst = [e.at_s - warm for e in p.events if e.at_s >= warm + 600]
+    assert len(burst) == 250 and burst[0] == pytest.approx(700) and burst[-1] == pytest.approx(799.6)
+    assert all(e.kind == "crash" for e in p.events) and 0 not in {e.node for e in p.events}
+    assert len({e.node for e in p.events}) == len(p.events)  # each node crashes once
+    assert len(p.alive_at(900, 1000)) == 1000 - len(p.events)
+
+
 def test_plain_trace_replay_and_scaling(tmp_path):
     f = tmp_path / "churn.txt"
     f.write_text("# node join leave\na 0 100\nb 50 -\na 150 inf\n")

@@ -56,6 +56,14 @@ def test_override_errors():
         apply_overrides({"seed": 1}, ["seed.x=2"])
     with pytest.raises(ExperimentError, match="nodes.count"):
         load_experiment(ROOT / "experiments/quickstart.yaml", ["nodes.count=-1"])
+    with pytest.raises(ExperimentError, match="'3' is not an index of a list of 1"):
+        apply_overrides({"churn": {"phases": [{}]}}, ["churn.phases.3.at_s=1"])
+
+
+def test_overrides_index_lists():
+    exp = load_experiment(ROOT / "experiments/dps-crashes.yaml", ["churn.phases.0.probability=0.25"])
+    assert exp.churn.phases[0].probability == 0.25
+    assert apply_overrides({"a": [1, 2]}, ["a.1=5"]) == {"a": [1, 5]}
 
 
 def test_unreadable_file(tmp_path):
