@@ -1,4 +1,5 @@
-"""DPS: content-based publish/subscribe over trees of semantic groups, leader-based, self-healing
+"""DPS: content-based publish/subscribe over trees of semantic groups, leader-based or epidemic,
+self-healing
 (Anceaume, Datta, Gradinariu, Simon, Virgillito, ICDCS 2006; spec
 ../shared/design/protocols/dps.md).
 
@@ -55,6 +56,20 @@ tree's owner). A group that lost every contact is bridged: its parent adopts its
 children reattach to their grandparent (else to the root). Members of a group that is gone
 subscribe again. A publisher whose root's leader is gone locates the tree again.
 
+Epidemic communication (``comm: epidemic``, §4.6): no leaders; every member decides (FIND_GROUP,
+JOIN) and routes, from partial views: a groupview of ``view_size`` members and up to
+``group_contacts`` contacts of the parent group and of each child group. A joiner gets a sample
+of its contact's views; membership changes (a member added or gone, a new child, a new parent)
+are gossiped to ``sub_fanout`` members; members shuffle groupview samples and probe one contact
+of each neighbouring group per failure-detection period (the answers refresh the contacts and
+bring the distance-2 groups). An event is gossiped inside a matching group to ``fanout``
+members, a node that forwarded it c times forwarding a later copy with probability
+p0 / (1 + c), at most ``max_forwards`` times; between groups only entry nodes forward (spec
+ENTRY_ONLY): the tree-entry node to ``next_fanout`` contacts of each matching child (and of the
+parent, generic), other entry nodes to one. A root group has ``root_replicas`` members, its
+owner and routers taken from its children's contacts. A dead entry leaves every view; a
+neighbouring group with no contact left is bridged as in the leader-based variant.
+
 Choices (spec §4.0, each a parameter): ``step_ms``; ``tick_steps`` (how often timeouts are
 checked; subscriptions issued at a tick, so a node's first subscriptions go out at a random
 phase within its first tick); ``find_timeout_steps`` (a subscription not joined by then is
@@ -65,10 +80,12 @@ creation order (the ``decide`` tie-break) is (creation time in ms, creator id). 
 unsubscribes stays the group's leader as a relay. Probes are one-way: a probe that the
 transport delivers is an answer enough (no PONG timeout), which holds for crash-stop failures.
 
-Not yet built (so not in the config): the epidemic variants (§4.6), leave handoff and dissolving
-an emptied group, duplicate-group merges (duplicates cannot arise without concurrent creation at
-different leaders, which the blocking prevents here), a tree whose root group lost its leader
-and every router (its children have nowhere to reattach), and a crashed seed.
+Not yet built (so not in the config): leave handoff and dissolving an emptied group,
+duplicate-group merges (leader-based, duplicates cannot arise without concurrent creation at
+different leaders, which the blocking prevents; epidemic, two members may create equal groups
+concurrently: both stay, siblings that each receive what matches, spec §4.6.2's "harmless"
+case), ``decay_mode: hop``, ``down_mode: all_receivers``, a tree whose root group lost every
+member (its children have nowhere to reattach), and a crashed seed.
 
 Invariants (``validate``): a group this node leads lists it as leader and member; every child's
 label is properly contained in its group's label (the safety invariant pruning relies on).
@@ -139,14 +156,38 @@ class DpsConfig:
     """Failure-detection probes every U[fd_min_steps, fd_max_steps] steps, redrawn (spec T_fd)."""
     silence_steps: int = 50
     """A member that heard nothing from its group this long probes its leader (spec T_silence)."""
+    comm: Literal["leader", "epidemic"] = "leader"
+    """leader: a leader per group relays everything; epidemic: every member keeps partial views
+    of its group and of the neighbouring groups, and events and membership changes are gossiped
+    (spec §4.6)."""
+    fanout: int = 2
+    """Epidemic: members an event is gossiped to inside a group (spec k)."""
+    next_fanout: int = 2
+    """Epidemic: contacts of each next group the tree-entry node sends an event to (spec k');
+    other entry nodes send to one."""
+    sub_fanout: int = 2
+    """Epidemic: members a membership change is gossiped to (spec F_s)."""
+    p0: float = 1.0
+    """Epidemic: a node that forwarded a message c times forwards a later copy with probability
+    p0 / (1 + c) (spec §4.6.1, decay_mode NODE)."""
+    max_forwards: int = 4
+    """Epidemic: most forwards of one message by one node (spec MAX_FWD)."""
+    view_size: int = 10
+    """Epidemic: groupview size (spec GV_MAX)."""
+    group_contacts: int = 4
+    """Epidemic: contacts kept per neighbouring group (spec K)."""
+    root_replicas: int = 3
+    """Epidemic: members of a root group, its owner and routers (spec ROOT_REPLICAS)."""
 
     __pydantic_config__ = {"extra": "forbid"}
 
     def __post_init__(self) -> None:
         if self.step_ms <= 0 or min(self.tick_steps, self.find_timeout_steps, self.create_timeout_steps,
                                     self.locate_retry_steps, self.tree_contacts, self.seen_capacity,
-                                    self.fd_min_steps, self.silence_steps) < 1 or self.co_leaders < 0:
-            raise ValueError("step_ms must be positive, co_leaders at least 0 and every other count and timeout at least 1")
+                                    self.fd_min_steps, self.silence_steps, self.fanout, self.next_fanout,
+                                    self.sub_fanout, self.max_forwards, self.view_size, self.group_contacts,
+                                    self.root_replicas) < 1 or self.co_leaders < 0 or not 0 < self.p0 <= 1:
+            raise ValueError("step_ms must be positive, p0 in (0, 1], co_leaders at least 0 and every other count and timeout at least 1")
         if self.fd_max_steps < self.fd_min_steps:
             raise ValueError("fd_max_steps must be at least fd_min_steps")
 
@@ -307,6 +348,9 @@ class Dps(Layer):
         self.suspected: dict[NodeId, float] = {}
         """Nodes a send to failed, and when (crash-stop: not chosen again for ``suspect_steps``)."""
         self.next_probe = 0.0
+        self.epidemic = config.comm == "epidemic"
+        self.rumors: OrderedDict[str, int] = OrderedDict()
+        """Epidemic: membership changes seen, and how often this node forwarded each."""
         # seed state
         self.directory: dict[str, Descriptor] = {}
         self.granted: dict[str, tuple[NodeId, float]] = {}
@@ -345,10 +389,26 @@ class Dps(Layer):
         return self._signal(dst, kind, now, p.topics, p.entries, p.values)
 
     def _leads(self, m: Membership) -> bool:
-        return m.ref.leader.node_id == self.stack.node_id
+        """Whether this node decides and routes for ``m``: its leader, or any epidemic member."""
+        return self.epidemic or m.ref.leader.node_id == self.stack.node_id
 
     def _backs(self, m: Membership) -> bool:
-        return any(d.node_id == self.stack.node_id for d in m.ref.backups)
+        return not self.epidemic and any(d.node_id == self.stack.node_id for d in m.ref.backups)
+
+    def _pick(self, r: GroupRef) -> Descriptor:
+        """Where a message for group ``r`` goes: its leader, or (epidemic) one of its contacts."""
+        if not self.epidemic or not r.backups:
+            return r.leader
+        return self.rng.choice(r.contacts)
+
+    def _out(self, m: Membership) -> GroupRef:
+        """Group ``m`` as this node hands it out: its ref, or (epidemic) this node and a sample
+        of its groupview as contacts."""
+        if not self.epidemic:
+            return m.ref
+        k = min(len(m.members), self.config.group_contacts - 1)
+        sample = self.rng.sample(sorted(m.members.values(), key=lambda d: d.node_id), k)
+        return GroupRef(m.gid, m.ref.label, m.ref.seq, self.me, tuple(sample))
 
     def _led(self, gid: str) -> Membership | None:
         m = self.groups.get(gid)
@@ -417,9 +477,11 @@ class Dps(Layer):
         if m is None:
             return []
         m.subs.discard(text)
-        if m.subs or self._leads(m) or self._backs(m):
+        if m.subs or not self.epidemic and (self._leads(m) or self._backs(m)):
             return []  # a leader or co-leader stays as the group's relay (choice)
         del self.groups[m.gid]
+        if self.epidemic:
+            return self._rumor(m, "remove", _Pack(), now, subject=self.me)
         return self._signal(m.ref.leader, "leave", now, (m.gid,))
 
     def _locate(self, tree: str, now: float, create: bool) -> list[Action]:
@@ -516,7 +578,7 @@ class Dps(Layer):
         self._seq += 1
         seq = int(now * 1000) * 1_000_000 + self.stack.node_id
         gid = f"{tree}:{label.canon()}@{self.stack.node_id}.{self._seq}"
-        m = Membership(GroupRef(gid, label, seq, self.me), tree, members={self.stack.node_id: self.me},
+        m = Membership(GroupRef(gid, label, seq, self.me), tree, members={} if self.epidemic else {self.stack.node_id: self.me},
                        parent=parent, children={c.gid: c for c in children})
         self.groups[gid] = m
         return m
@@ -540,23 +602,23 @@ class Dps(Layer):
         if direction == UP and not contains(g.ref.label, label):
             if g.parent is None:
                 return self._signal(subscriber, "retry", now, (text,), (), (req,))
-            return self._signal(g.parent.leader, "find", now, (tree, text, g.parent.gid), msg.entries, (req, UP))
+            return self._signal(self._pick(g.parent), "find", now, (tree, text, g.parent.gid), msg.entries, (req, UP))
         if g.blocked_until is not None:
             g.buffered.append((subscriber.node_id, msg))
             self.counts["buffered"] += 1
             return []
         if g.ref.label.canon() == label.canon():
-            return self._send(subscriber, "subscribe_to", now, _Pack(text).v(req).ref(g.ref))
+            return self._send(subscriber, "subscribe_to", now, _Pack(text).v(req).ref(self._out(g)))
         verdict, child, adopt = decide(list(g.children.values()), label)
         if verdict == "found":
             assert child is not None
             return self._send(subscriber, "subscribe_to", now, _Pack(text).v(req).ref(child))
         if verdict == "descend":
             assert child is not None
-            return self._signal(child.leader, "find", now, (tree, text, child.gid), msg.entries, (req, DOWN))
+            return self._signal(self._pick(child), "find", now, (tree, text, child.gid), msg.entries, (req, DOWN))
         g.blocked_until = now + self.config.create_timeout_steps * self.config.step_s
         g.block_req = req
-        return self._send(subscriber, "create", now, _Pack(tree, text).v(req).ref(g.ref).maybe(g.parent).refs(adopt))
+        return self._send(subscriber, "create", now, _Pack(tree, text).v(req).ref(self._out(g)).maybe(g.parent).refs(adopt))
 
     def _pending(self, text: str, req: int) -> PendingSub | None:
         p = self.subs.get(text)
@@ -583,7 +645,7 @@ class Dps(Layer):
             m.subs.add(text)
             p.state, p.gid = "joined", group.gid
             return []
-        return self._signal(group.leader, "join", now, (group.gid, text), (), (p.req,))
+        return self._signal(self._pick(group), "join", now, (group.gid, text), (), (p.req,))
 
     def _on_join(self, msg: Signal, now: float) -> list[Action]:
         gid, text = msg.topics[:2]
@@ -591,19 +653,32 @@ class Dps(Layer):
         if m is None:
             self.counts["stale"] += 1
             return self._signal(msg.sender, "retry", now, (text,), (), msg.values[:1])
-        m.members[msg.sender.node_id] = msg.sender
-        out = self._send(msg.sender, "join_ack", now, _Pack(m.tree, text).v(msg.values[0]).ref(m.ref))
-        return out + self._changed(m, now)
+        if not self.epidemic:
+            m.members[msg.sender.node_id] = msg.sender
+            out = self._send(msg.sender, "join_ack", now, _Pack(m.tree, text).v(msg.values[0]).ref(m.ref).maybe(None).refs(()).v(0))
+            return out + self._changed(m, now)
+        ack = _Pack(m.tree, text).v(msg.values[0]).ref(self._out(m)).maybe(m.parent).refs(m.children.values())
+        sample = self._sample(m, self.config.view_size)
+        ack.entries += sample
+        ack.v(len(sample))
+        self._add_member(m, msg.sender)
+        return self._send(msg.sender, "join_ack", now, ack) + self._rumor(m, "add", _Pack(), now, subject=msg.sender)
 
     def _on_join_ack(self, msg: Signal, now: float) -> list[Action]:
         r = _Read(msg)
-        tree, text, req, group = r.t(), r.t(), r.v(), r.ref()
+        tree, text, req, group, parent, children = r.t(), r.t(), r.v(), r.ref(), r.maybe(), r.refs()
+        sample = [r.e() for _ in range(r.v())]
         p = self._pending(text, req)
         if p is None:
             return []
         m = self.groups.get(group.gid)
         if m is None:
             m = self.groups[group.gid] = Membership(group, tree, heard=now)
+            if self.epidemic:
+                m.ref = GroupRef(group.gid, group.label, group.seq, self.me)
+                m.parent, m.children = parent, {c.gid: c for c in children}
+                for d in [*group.contacts, *sample]:
+                    self._add_member(m, d)
         m.subs.add(text)
         p.state, p.gid = "joined", group.gid
         return []
@@ -618,9 +693,9 @@ class Dps(Layer):
         m.grandparent = grandparent
         m.subs.add(text)
         p.state, p.gid = "joined", m.gid
-        out = self._send(parent.leader, "created", now, _created(parent.gid, req, m.ref, adopted))
+        out = self._send(msg.sender, "created", now, _created(parent.gid, req, self._out(m), adopted))
         for c in adopted:
-            out += self._send(c.leader, "pred_changed", now, _Pack(c.gid).ref(m.ref).maybe(parent))
+            out += self._send(self._pick(c), "pred_changed", now, _Pack(c.gid).ref(self._out(m)).maybe(parent))
         return out
 
     def _on_created(self, msg: Signal, now: float) -> list[Action]:
@@ -636,6 +711,9 @@ class Dps(Layer):
             m.grandchildren.pop(a, None)
         m.children[new.gid] = new
         out = self._unblock(m, now) if m.block_req == req else []
+        if self.epidemic:
+            update = _Pack(*adopted).v(len(adopted)).ref(new)
+            return out + self._rumor(m, "succ", update, now)
         return out + self._changed(m, now)
 
     def _on_pred_changed(self, msg: Signal, now: float) -> list[Action]:
@@ -646,10 +724,12 @@ class Dps(Layer):
             self.counts["stale"] += 1
             return []
         m.parent, m.grandparent = parent, grandparent
+        if self.epidemic:
+            return self._rumor(m, "pred", _Pack().ref(parent).maybe(grandparent), now)
         return self._changed(m, now)
 
     def _on_leave(self, msg: Signal, now: float) -> list[Action]:
-        m = self._led(msg.topics[0])
+        m = None if self.epidemic else self._led(msg.topics[0])
         if m is not None and msg.sender.node_id != self.stack.node_id:
             m.members.pop(msg.sender.node_id, None)
             return self._changed(m, now)
@@ -671,6 +751,8 @@ class Dps(Layer):
     def _changed(self, m: Membership, now: float) -> list[Action]:
         """After a change of a led group: its co-leaders filled (``_fill``) and sent the
         leader's state (spec GROUP_STATE_SYNC)."""
+        if self.epidemic:
+            return []
         out = self._announce(m, now) if self._fill(m, now) else []
         state = _Pack(m.tree).ref(m.ref).maybe(m.parent).maybe(m.grandparent).refs(m.children.values())
         state.entries += m.members.values()
@@ -718,6 +800,14 @@ class Dps(Layer):
         n = r.v()
         members = [r.e() for _ in range(n)]
         m = self.groups.get(ref.gid)
+        if self.epidemic:  # an invitation into a root group, as a router
+            if m is None:
+                m = self.groups[ref.gid] = Membership(GroupRef(ref.gid, ref.label, ref.seq, self.me), tree, heard=now)
+            for c in children:
+                m.children.setdefault(c.gid, c)
+            for d in members:
+                self._add_member(m, d)
+            return []
         if m is not None and ref.epoch < m.ref.epoch:
             self.counts["stale"] += 1
             return []
@@ -734,7 +824,15 @@ class Dps(Layer):
 
     def _learn(self, ref: GroupRef, now: float) -> list[Action]:
         """A group's leader and co-leaders as of ``ref.epoch``: wherever this node refers to
-        that group (an older epoch is ignored)."""
+        that group (an older epoch is ignored); epidemic: fresh contacts of a neighbouring group."""
+        if self.epidemic:
+            k = self.config.group_contacts
+            for m in self.groups.values():
+                if m.parent is not None and m.parent.gid == ref.gid:
+                    m.parent = _merged(m.parent, ref, k)
+                if ref.gid in m.children:
+                    m.children[ref.gid] = _merged(m.children[ref.gid], ref, k)
+            return []
         out: list[Action] = []
         for m in list(self.groups.values()):
             if m.gid == ref.gid and (ref.epoch > m.ref.epoch or ref.epoch == m.ref.epoch and not self._leads(m)):
@@ -767,6 +865,8 @@ class Dps(Layer):
         its children, the parent for its parent); co-leaders probe their leader; a member that
         has heard nothing for ``silence_steps`` probes its leader. A probe that cannot be sent
         is a suspicion (``on_send_failed``)."""
+        if self.epidemic:
+            return self._gossip_views(now)
         out: list[Action] = []
         silence = self.config.silence_steps * self.config.step_s
         for m in list(self.groups.values()):
@@ -791,7 +891,7 @@ class Dps(Layer):
         m = self.groups.get(gid)
         if m is None:
             return self._send(msg.sender, "pong", now, _Pack(gid).v(0))
-        p = _Pack(gid).v(1).ref(m.ref).maybe(m.parent).refs(m.children.values() if want_children else ())
+        p = _Pack(gid).v(1).ref(self._out(m)).maybe(m.parent).refs(m.children.values() if want_children else ())
         return self._send(msg.sender, "pong", now, p)
 
     def _on_pong(self, msg: Signal, now: float) -> list[Action]:
@@ -823,6 +923,8 @@ class Dps(Layer):
         if self._alive(dead, now):
             self.counts["suspected"] += 1
         self.suspected[dead] = now
+        if self.epidemic:
+            return self._suspect_epidemic(dead, now)
         out: list[Action] = []  # repairs below are no-ops where done already
         for m in list(self.groups.values()):
             if self._leads(m):
@@ -898,12 +1000,12 @@ class Dps(Layer):
     def _reattach(self, m: Membership, now: float) -> list[Action]:
         """An orphaned group asks its grandparent, else the tree's root, to take it as a child
         (repeated at each probe until a PRED_CHANGED answers)."""
-        to = m.grandparent.leader if m.grandparent is not None and self._alive(m.grandparent.leader.node_id, now) \
-            else self.owners.get(m.tree)
+        gp = m.grandparent
+        to = self._pick(gp) if gp is not None and self._alive(gp.leader.node_id, now) else self.owners.get(m.tree)
         if to is None or to.node_id == self.stack.node_id:
             return []
-        gid = m.grandparent.gid if m.grandparent is not None and m.grandparent.leader == to else ""
-        return self._send(to, "reattach", now, _Pack(m.tree, gid).ref(m.ref))
+        gid = gp.gid if gp is not None and to in gp.contacts else ""
+        return self._send(to, "reattach", now, _Pack(m.tree, gid).ref(self._out(m)))
 
     def _on_reattach(self, msg: Signal, now: float) -> list[Action]:
         r = _Read(msg)
@@ -915,7 +1017,8 @@ class Dps(Layer):
             return []
         self.counts["reattached"] += 1
         m.children[child.gid] = child
-        return self._send(child.leader, "pred_changed", now, _Pack(child.gid).ref(m.ref).maybe(m.parent)) + self._changed(m, now)
+        out = self._send(self._pick(child), "pred_changed", now, _Pack(child.gid).ref(self._out(m)).maybe(m.parent))
+        return out + (self._rumor(m, "succ", _Pack().v(0).ref(child), now) if self.epidemic else self._changed(m, now))
 
     def _child_lost(self, m: Membership, c: GroupRef, dead: NodeId, now: float) -> list[Action]:
         """A contact of child group ``c`` is gone: its co-leader stands in, or, with the whole
@@ -928,14 +1031,162 @@ class Dps(Layer):
         if live:
             m.children[c.gid] = GroupRef(c.gid, c.label, c.seq, live[0], tuple(live[1:]), c.epoch)
             return self._send(live[0], "takeover", now, _Pack(c.gid).v(c.epoch))
+        return self._adopt(m, c, now) + self._changed(m, now)
+
+    def _adopt(self, m: Membership, c: GroupRef, now: float) -> list[Action]:
+        """Child group ``c`` of ``m`` is gone: its children become ``m``'s."""
         del m.children[c.gid]
         out: list[Action] = []
         for g in m.grandchildren.pop(c.gid, []):
             if g.gid not in m.children and self._alive(g.leader.node_id, now):
                 self.counts["adopted"] += 1
                 m.children[g.gid] = g
-                out += self._send(g.leader, "pred_changed", now, _Pack(g.gid).ref(m.ref).maybe(m.parent))
-        return out + self._changed(m, now)
+                out += self._send(self._pick(g), "pred_changed", now, _Pack(g.gid).ref(self._out(m)).maybe(m.parent))
+                if self.epidemic:
+                    out += self._rumor(m, "succ", _Pack(c.gid).v(1).ref(g), now)
+        return out
+
+    # --- epidemic maintenance (spec §4.6.4, §4.7.2) ----------------------------------------------
+
+    def _add_member(self, m: Membership, d: Descriptor) -> None:
+        """``d`` into the groupview of ``m``, a random entry evicted if it is full."""
+        if d.node_id == self.stack.node_id or d.node_id in m.members or not self._alive(d.node_id, self.stack.now):
+            return
+        if len(m.members) >= self.config.view_size:
+            del m.members[self.rng.choice(sorted(m.members))]
+        m.members[d.node_id] = _bare(d)
+
+    def _sample(self, m: Membership, k: int) -> list[Descriptor]:
+        return self.rng.sample(sorted(m.members.values(), key=lambda d: d.node_id), min(k, len(m.members)))
+
+    def _gossip_views(self, now: float) -> list[Action]:
+        """Every member: a shuffle of groupview samples with a random member, a probe of one
+        contact of the parent group (which answers with its parent) and of each child group
+        (with its children: the distance-2 entries), a root short of replicas inviting its
+        children's contacts as routers, an orphaned group reattaching."""
+        out: list[Action] = []
+        for m in list(self.groups.values()):
+            if m.members:
+                partner = self.rng.choice(sorted(m.members.values(), key=lambda d: d.node_id))
+                mine = _Pack(m.gid).v(0)
+                mine.entries += [self.me, *self._sample(m, self.config.view_size // 2 - 1)]
+                out += self._send(partner, "shuffle", now, mine)
+            if m.parent is not None:
+                out += self._send(self._pick(m.parent), "ping", now, _Pack(m.parent.gid).v(0))
+            elif not isinstance(m.ref.label, Top):
+                out += self._reattach(m, now)
+            for c in list(m.children.values()):
+                out += self._send(self._pick(c), "ping", now, _Pack(c.gid).v(1))
+            if isinstance(m.ref.label, Top) and len(m.members) < self.config.root_replicas - 1:
+                pool = {d.node_id: d for c in m.children.values() for d in c.contacts
+                        if d.node_id != self.stack.node_id and d.node_id not in m.members and self._alive(d.node_id, now)}
+                for d in sorted(pool.values(), key=lambda d: d.node_id)[:self.config.root_replicas - 1 - len(m.members)]:
+                    self.counts["promoted"] += 1
+                    self._add_member(m, d)
+                    invite = _Pack(m.tree).ref(self._out(m)).maybe(None).maybe(None).refs(m.children.values())
+                    invite.entries += [self.me, *m.members.values()]
+                    invite.v(len(m.members) + 1)
+                    out += self._send(d, "sync", now, invite)
+        return out
+
+    def _on_shuffle(self, msg: Signal, now: float) -> list[Action]:
+        m = self.groups.get(msg.topics[0])
+        if m is None or not self.epidemic:
+            self.counts["stale"] += 1
+            return []
+        out: list[Action] = []
+        if msg.values[0] == 0:  # a request: answered with a sample taken before the merge
+            reply = _Pack(m.gid).v(1)
+            reply.entries += self._sample(m, self.config.view_size // 2)
+            out = self._send(msg.sender, "shuffle", now, reply)
+        for d in msg.entries:
+            self._add_member(m, d)
+        return out
+
+    def _rumor(self, m: Membership, op: str, payload: _Pack, now: float, subject: Descriptor | None = None) -> list[Action]:
+        """A membership change of group ``m`` gossiped to ``sub_fanout`` members (spec
+        GOSSIP_SUB): ``add``/``remove`` a member, ``succ`` (a new child and the children it
+        adopted), ``pred`` (a new parent)."""
+        self._seq += 1
+        uid = f"{self.stack.node_id}.{self._seq}"
+        msg = _Pack(m.gid, op, uid, *payload.topics)
+        msg.entries += [*([subject] if subject is not None else []), *payload.entries]
+        msg.values += payload.values
+        self._seen_rumor(uid, 1)
+        return self._spread(m, msg, now, exclude=subject.node_id if subject is not None else None)
+
+    def _spread(self, m: Membership, msg: _Pack, now: float, exclude: NodeId | None) -> list[Action]:
+        pool = sorted((d for d in m.members.values() if d.node_id != exclude), key=lambda d: d.node_id)
+        out: list[Action] = []
+        for d in self.rng.sample(pool, min(self.config.sub_fanout, len(pool))):
+            out += self._send(d, "rumor", now, msg)
+        return out
+
+    def _seen_rumor(self, uid: str, forwards: int) -> None:
+        self.rumors[uid] = forwards
+        self.rumors.move_to_end(uid)
+        if len(self.rumors) > 10_000:
+            self.rumors.popitem(last=False)
+
+    def _on_rumor(self, msg: Signal, now: float) -> list[Action]:
+        r = _Read(msg)
+        gid, op, uid = r.t(), r.t(), r.t()
+        m = self.groups.get(gid)
+        if m is None or not self.epidemic:
+            self.counts["stale"] += 1
+            return []
+        c = self.rumors.get(uid)
+        if c is None:
+            c = 0
+            if op == "add":
+                self._add_member(m, r.e())
+            elif op == "remove":
+                m.members.pop(r.e().node_id, None)
+            elif op == "succ":
+                for _ in range(r.v()):
+                    gone = r.t()
+                    m.children.pop(gone, None)
+                    m.grandchildren.pop(gone, None)
+                new = r.ref()
+                if contains(m.ref.label, new.label) and new.label.canon() != m.ref.label.canon():
+                    m.children[new.gid] = _merged(m.children.get(new.gid), new, self.config.group_contacts)
+            elif op == "pred":
+                m.parent, m.grandparent = r.ref(), r.maybe()
+            else:
+                raise ValueError(f"rumor op {op!r}")
+        if c >= self.config.max_forwards or self.rng.random() >= self.config.p0 / (1 + c):
+            self._seen_rumor(uid, c)
+            return []
+        self._seen_rumor(uid, c + 1)
+        fwd = _Pack(*msg.topics)
+        fwd.entries += msg.entries
+        fwd.values += msg.values
+        return self._spread(m, fwd, now, exclude=msg.sender.node_id)
+
+    def _suspect_epidemic(self, dead: NodeId, now: float) -> list[Action]:
+        """A dead entry leaves every view; a neighbouring group with no contact left is bridged
+        as in the leader-based variant (spec §4.7.2); a root member that finds the tree's owner
+        gone announces itself to the seed."""
+        out: list[Action] = []
+        for m in list(self.groups.values()):
+            m.members.pop(dead, None)
+            if m.parent is not None and dead in {d.node_id for d in m.parent.contacts}:
+                rest = [d for d in m.parent.contacts if d.node_id != dead]
+                m.parent = _with_contacts(m.parent, rest) if rest else None
+                if not rest:
+                    out += self._reattach(m, now)
+            for c in [c for c in m.children.values() if dead in {d.node_id for d in c.contacts}]:
+                rest = [d for d in c.contacts if d.node_id != dead]
+                if rest:
+                    m.children[c.gid] = _with_contacts(c, rest)
+                else:
+                    out += self._adopt(m, c, now)
+            owner = self.owners.get(m.tree)
+            if isinstance(m.ref.label, Top) and (owner is None or owner.node_id == dead):
+                self.owners[m.tree] = self.me
+                assert self.seed is not None
+                out += self._signal(self.seed, "announce", now, (m.tree,), (self.me,))
+        return out
 
     # --- introspection --------------------------------------------------------------------------
 
@@ -967,7 +1218,7 @@ class Dps(Layer):
     def validate(self) -> None:
         me = self.stack.node_id
         for m in self.groups.values():
-            if self._leads(m) and m.subs and me not in m.members:
+            if not self.epidemic and self._leads(m) and m.subs and me not in m.members:
                 raise LocalProtocolError(f"node {me} leads {m.gid} but is not among its members")
             if any(d.node_id == m.ref.leader.node_id for d in m.ref.backups):
                 raise LocalProtocolError(f"{m.gid}: its leader is among its co-leaders")
@@ -979,6 +1230,18 @@ class Dps(Layer):
 def _without(r: GroupRef, node: NodeId) -> GroupRef:
     """``r`` with ``node`` no longer among its co-leaders (its leader stays as it is)."""
     return GroupRef(r.gid, r.label, r.seq, r.leader, tuple(d for d in r.backups if d.node_id != node), r.epoch)
+
+
+def _with_contacts(r: GroupRef, contacts: list[Descriptor]) -> GroupRef:
+    return GroupRef(r.gid, r.label, r.seq, contacts[0], tuple(contacts[1:]), r.epoch)
+
+
+def _merged(old: GroupRef | None, new: GroupRef, k: int) -> GroupRef:
+    """Epidemic: ``new``'s contacts first, then ``old``'s, at most ``k``."""
+    seen: dict[NodeId, Descriptor] = {}
+    for d in [*new.contacts, *(old.contacts if old is not None else ())]:
+        seen.setdefault(d.node_id, d)
+    return _with_contacts(new, list(seen.values())[:k])
 
 
 def _created(parent_gid: str, req: int, new: GroupRef, adopted: list[GroupRef]) -> _Pack:
@@ -999,17 +1262,20 @@ _HANDLERS = MappingProxyType({
     "create": Dps._on_create, "created": Dps._on_created, "pred_changed": Dps._on_pred_changed,
     "leave": Dps._on_leave, "sync": Dps._on_sync, "leader": Dps._on_leader, "ping": Dps._on_ping,
     "pong": Dps._on_pong, "takeover": Dps._on_takeover, "reattach": Dps._on_reattach,
+    "shuffle": Dps._on_shuffle, "rumor": Dps._on_rumor,
 })
 
 
 class DpsRoute(Dissemination):
-    """Publication routing over the groups (spec §4.4.2, §4.5, leader-based)."""
+    """Publication routing over the groups (spec §4.4.2, §4.5, §4.6.3)."""
 
     name = "dps-route"
 
     def __init__(self, layer: Dps, config: DpsConfig) -> None:
         self.layer, self.config = layer, config
         self._parsed: OrderedDict[str, dict[str, Value]] = OrderedDict()
+        self.forwards: OrderedDict[tuple[str, str], int] = OrderedDict()
+        """Epidemic: how often this node gossiped each event inside each group."""
 
     def attrs(self, event: EventMsg) -> dict[str, Value]:
         found = self._parsed.get(event.topic)
@@ -1052,10 +1318,10 @@ class DpsRoute(Dissemination):
                 root = layer.owners[tree]
                 out[root.node_id] = root
                 for m in mine:  # the root's copy would come back to a group led here as a duplicate
-                    if m.ref.leader.node_id == me:
+                    if layer._leads(m):
                         out.update((d.node_id, d) for d in self._route(m, v, event, True, None, seen))
                 continue
-            led = sorted((m for m in mine if m.ref.leader.node_id == me), key=lambda m: m.gid)
+            led = sorted((m for m in mine if layer._leads(m)), key=lambda m: m.gid)
             # every group led here starts (a copy coming back would be a duplicate), else its own group's leader
             for m in led or [min(mine, key=lambda m: (not matches(m.ref.label, v), m.gid))]:
                 out.update((d.node_id, d) for d in self._route(m, v, event, False, None, seen))
@@ -1074,11 +1340,52 @@ class DpsRoute(Dissemination):
             m.heard = self.stack.now
         if not layer._leads(m):
             return []  # a member (a stand-in is told to take over before a copy is sent to it)
-        from_parent = m.parent is not None and sender == m.parent.leader.node_id
-        child = next((c.gid for c in m.children.values() if c.leader.node_id == sender), None)
-        if not from_parent and child is None and sender not in m.members:
-            from_parent = True
+        # a neighbouring group's copy comes from its leader, or an acting co-leader (epidemic: any
+        # contact); a leader-based publisher routes only the groups it leads
+        own = not layer.epidemic and sender == event.publisher
+        via = (lambda r: {r.leader.node_id}) if own else (lambda r: {d.node_id for d in r.contacts})
+        from_parent = m.parent is not None and sender in via(m.parent)
+        child = next((c.gid for c in m.children.values() if sender in via(c)), None)
+        if not from_parent and child is None:
+            if sender in m.members and layer.epidemic:  # gossip inside the group: no further (ENTRY_ONLY)
+                return self._gossip(m, v, event, sender)
+            from_parent = sender not in m.members
         return self._route(m, v, event, from_parent, child, seen, sender)
+
+    def _gossip(self, m: Membership, v: Value, event: EventMsg, sender: NodeId | None) -> list[Descriptor]:
+        """Epidemic: ``fanout`` random members of ``m``, if its label matches, unless this node
+        loses interest: it gossips a copy after c earlier forwards with probability p0 / (1 + c)."""
+        if not matches(m.ref.label, v):
+            return []
+        key = (event.event_id, m.gid)
+        c = self.forwards.get(key, 0)
+        if c >= self.config.max_forwards or self.layer.rng.random() >= self.config.p0 / (1 + c):
+            return []
+        self.forwards[key] = c + 1
+        self.forwards.move_to_end(key)
+        if len(self.forwards) > self.config.seen_capacity:
+            self.forwards.popitem(last=False)
+        pool = sorted(d for d in m.members if d not in (sender, event.publisher))
+        return [m.members[d] for d in self.layer.rng.sample(pool, min(self.config.fanout, len(pool)))]
+
+    def duplicate_targets(self, event: EventMsg, sender: NodeId) -> list[Descriptor]:
+        if not self.layer.epidemic:
+            return []
+        out: dict[NodeId, Descriptor] = {}
+        for name, v in self.attrs(event).items():
+            tree = tree_key(name, value_type(v))
+            for m in self.layer.groups.values():
+                if m.tree == tree and sender in m.members:
+                    out.update((d.node_id, d) for d in self._gossip(m, v, event, sender))
+        out.pop(sender, None)
+        return list(out.values())
+
+    def _next(self, r: GroupRef, n: int) -> list[Descriptor]:
+        """Who in group ``r`` gets a copy from a neighbouring group: its leader, or (epidemic)
+        ``n`` of its contacts."""
+        if not self.layer.epidemic:
+            return [r.leader]
+        return self.layer.rng.sample(list(r.contacts), min(n, len(r.contacts)))
 
     def _route(self, m: Membership, v: Value, event: EventMsg, from_parent: bool, from_child: str | None,
                seen: set[str], sender: NodeId | None = None) -> list[Descriptor]:
@@ -1089,22 +1396,26 @@ class DpsRoute(Dissemination):
             return []
         seen.add(m.gid)
         layer, me = self.layer, self.stack.node_id
-        if m.ref.leader.node_id != me:  # a member passes its own publication to its leader
+        if not layer._leads(m):  # a member passes its own publication to its leader
             return [m.ref.leader]
         if m.blocked_until is not None:
             m.buffered.append((sender if sender is not None else me, event))
             layer.counts["buffered"] += 1
             return []
         out: list[Descriptor] = []
+        fan = self.config.next_fanout if sender is None or sender == event.publisher else 1  # the tree-entry node: k'
         if matches(m.ref.label, v):
-            out += [d for d in m.members.values() if d.node_id != event.publisher]
+            if layer.epidemic:
+                out += self._gossip(m, v, event, sender)
+            else:
+                out += [d for d in m.members.values() if d.node_id != event.publisher]
             for c in m.children.values():
                 if c.gid != from_child and (matches(c.label, v) or not self.config.parent_side_filter):
                     led = layer._led(c.gid)
-                    out += self._route(led, v, event, True, None, seen) if led is not None else [c.leader]
+                    out += self._route(led, v, event, True, None, seen) if led is not None else self._next(c, fan)
         if self.config.traversal == "generic" and not from_parent and m.parent is not None:
             led = layer._led(m.parent.gid)
-            out += self._route(led, v, event, False, m.gid, seen) if led is not None else [m.parent.leader]
+            out += self._route(led, v, event, False, m.gid, seen) if led is not None else self._next(m.parent, fan)
         return out
 
     def on_send_failed(self, dst: NodeId, event: EventMsg, now: float) -> list[Action]:
@@ -1114,24 +1425,31 @@ class DpsRoute(Dissemination):
         root's leader is gone) the root as located again."""
         layer, attrs = self.layer, self.attrs(event)
         was: list[tuple[Membership, str, set[str]]] = []
+        gossiped = [m for m in layer.groups.values() if layer.epidemic and dst in m.members]
         for m in layer.groups.values():
             if m.ref.leader.node_id == dst:
                 was.append((m, m.gid, set()))
-            if m.parent is not None and m.parent.leader.node_id == dst:
+            if m.parent is not None and dst in {d.node_id for d in m.parent.contacts}:
                 was.append((m, m.parent.gid, set()))
-            was += [(m, c.gid, set(m.children)) for c in m.children.values() if c.leader.node_id == dst]
+            was += [(m, c.gid, set(m.children)) for c in m.children.values() if dst in {d.node_id for d in c.contacts}]
         lost_root = [t for t, d in layer.owners.items() if d.node_id == dst and event.publisher == self.stack.node_id]
         out = layer.suspect(dst, now)
         to: dict[NodeId, Descriptor] = {}
         for m, gid, children_before in was:
             now_ref = next((r for r in (m.ref, m.parent, m.children.get(gid)) if r is not None and r.gid == gid), None)
             if now_ref is not None:
-                to[now_ref.leader.node_id] = now_ref.leader
+                d = layer._pick(now_ref)
+                to[d.node_id] = d
                 continue
             v = attrs.get(_attr(m.tree)[0])
             for c in m.children.values():  # adopted from a child group that is gone
                 if c.gid not in children_before and v is not None and matches(c.label, v):
                     to[c.leader.node_id] = c.leader
+        for m in gossiped:  # epidemic: another member instead
+            pool = sorted(set(m.members) - {event.publisher})
+            if pool:
+                d = m.members[layer.rng.choice(pool)]
+                to[d.node_id] = d
         for tree in lost_root:
             if tree not in layer.owners:
                 layer.held.setdefault(tree, []).append(event)

@@ -199,6 +199,11 @@ class Dissemination(_Part, ABC):
         """An event copy could not be handed to ``dst``. Default: nothing."""
         return []
 
+    def duplicate_targets(self, event: EventMsg, sender: NodeId) -> list[Descriptor]:
+        """Where a later copy of an event goes (rumour mongering with loss of interest).
+        Default: nowhere, only first copies are forwarded."""
+        return []
+
     def validate(self) -> None:
         """Check the rule's invariants."""
 
@@ -351,6 +356,8 @@ class Stack:
             self.seen.add(msg.event_id)
             if self.rule.relays(msg):
                 actions += self._forward(msg, src)
+        else:
+            actions += self.send_copies(msg, self.rule.duplicate_targets(msg, src))
         return actions
 
     def _forward(self, event: EventMsg, sender: NodeId | None) -> list[Action]:

@@ -49,11 +49,11 @@ def receivers(sim: Simulation) -> dict[str, set[int]]:
     return out
 
 
-def topic_run(traversal: str, n=60, topics=6, per_node=2, events=40):
+def topic_run(traversal: str, n=60, topics=6, per_node=2, events=40, **params):
     rng = random.Random(7)
     names = [f"t{i}" for i in range(topics)]
     subs = [rng.sample(names, per_node) for _ in range(n)]
-    sim = network(subs, traversal=traversal)
+    sim = network(subs, traversal=traversal, **params)
     sim.run_until(15)
     published = []
     for k in range(events):
@@ -153,13 +153,14 @@ def test_leader_based_messages_per_event_stay_within_the_papers_worst_case_on_a_
         assert copies[s["event_id"]] <= bound(4, 5) + 2
 
 
-def test_content_events_reach_exactly_the_matching_subscribers_of_two_attribute_trees():
+@pytest.mark.parametrize("comm, traversal", [("leader", "root"), ("epidemic", "root"), ("epidemic", "generic")])
+def test_content_events_reach_exactly_the_matching_subscribers_of_two_attribute_trees(comm, traversal):
     rng = random.Random(3)
     filters = []
     for _ in range(40):
         lo = rng.randrange(0, 80)
         filters.append(f"?x>={lo}&x<={lo + rng.randrange(5, 40)}&y>={rng.randrange(0, 50)}")
-    sim = network([[], *[[f] for f in filters]], stagger_s=0.05)
+    sim = network([[], *[[f] for f in filters]], stagger_s=0.05, comm=comm, traversal=traversal)
     sim.run_until(15)
     events = [{"x": rng.randrange(100), "y": rng.randrange(100)} for _ in range(20)]
     for k, e in enumerate(events):
@@ -176,6 +177,56 @@ def test_content_events_reach_exactly_the_matching_subscribers_of_two_attribute_
         want = {i + 1 for i, f in enumerate(filters) if parse_filter(f).matches(e)}
         assert delivered.get(s["event_id"], set()) == want
         assert want <= got.get(s["event_id"], set())
+
+
+@pytest.mark.parametrize("traversal", ["root", "generic"])
+def test_epidemic_topic_groups_gossip_events_to_their_members_and_to_nobody_else(traversal):
+    """Groups of 14 to 27 members with views of 10 and k = k' = 2 (spec defaults): gossip
+    reaches most members (the paper's k = 2 curve is for game-zone groups of a few members,
+    where the content test above delivers all); only the root's replicas relay."""
+    sim, subs, published = topic_run(traversal, comm="epidemic")
+    got = receivers(sim)
+    root = {i for i, core in sim.nodes.items() for m in core.layers[LAYER].groups.values() if m.ref.label.canon() == "top"}
+    assert len(root) == 3  # the owner and two routers (root_replicas)
+    expected = delivered = 0
+    for s in spans(sim):
+        if s["name"] == "publish":
+            want = {i for i, ts in enumerate(subs) if s["topic"] in ts} - {s["node"]}
+            expected += len(want)
+            delivered += len(want & got.get(s["event_id"], set()))
+            assert got.get(s["event_id"], set()) - want <= root | {s["node"]}
+    assert delivered / expected >= 0.85
+
+
+def test_epidemic_members_keep_receiving_when_some_crash():
+    sim = network([["?a<90"], *[["?a>2"]] * 8, *[["?a>5"]] * 6, []], comm="epidemic", stagger_s=0.2)
+    sim.run_until(15)
+    for dead in (3, 10, 11):
+        sim.stop_node(dead)
+    publish_each(sim, 16, [(15, format_event({"a": 9}))] * 30, 0.5)
+    sim.run_until(40)
+    alive = {i for i in range(1, 15)} - {3, 10, 11}
+    got = delivered_to(sim, 16)
+    assert sum(len(who & alive) for who in got.values()) >= 0.95 * 30 * len(alive)
+    assert sum(sim.nodes[i].layers[LAYER].counts["suspected"] for i in sim.alive) >= 1
+
+
+@pytest.mark.parametrize("traversal, factor", [("root", 1), ("generic", 2)])
+def test_epidemic_messages_per_event_stay_within_the_papers_worst_case_on_average(traversal, factor):
+    """spec §7.2, over 200 events: EPIDEMIC + ROOT at most k S_0 + k k' sum(S_1..S_h-1) +
+    k'(h - 2), GENERIC twice that; here h = 4, S = 3 (root replicas), 3, 5, 4, k = k' = 2."""
+    labels = ["?a>2"] * 3 + ["?a>5"] * 5 + ["?a>8"] * 4
+    sim = network([[], *[[s] for s in labels], []], traversal=traversal, comm="epidemic", stagger_s=0.3)
+    sim.run_until(15)
+    rng = random.Random(5)
+    publish_each(sim, 15, [(rng.randrange(len(labels) + 2), format_event({"a": rng.choice([1, 4, 7, 9])})) for _ in range(200)], 0.05)
+    sim.run_until(30)
+    copies = Counter(s["event_id"] for s in spans(sim) if s["name"] == "receive")
+    pubs = [s["event_id"] for s in spans(sim) if s["name"] == "publish"]
+    assert len(pubs) == 200
+    bound = factor * (2 * 3 + 2 * 2 * (3 + 5 + 4) + 2 * (4 - 2))
+    assert sum(copies[e] for e in pubs) / len(pubs) <= bound
+    assert max(copies[e] for e in pubs) > 5
 
 
 def test_a_group_being_created_buffers_what_arrives_and_replays_it():
