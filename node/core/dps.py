@@ -1343,9 +1343,12 @@ class DpsRoute(Dissemination):
         # a neighbouring group's copy comes from its leader, or an acting co-leader (epidemic: any
         # contact); a leader-based publisher routes only the groups it leads
         own = not layer.epidemic and sender == event.publisher
-        via = (lambda r: {r.leader.node_id}) if own else (lambda r: {d.node_id for d in r.contacts})
-        from_parent = m.parent is not None and sender in via(m.parent)
-        child = next((c.gid for c in m.children.values() if sender in via(c)), None)
+
+        def via(r: GroupRef) -> bool:
+            return sender == r.leader.node_id if own else any(d.node_id == sender for d in r.contacts)
+
+        from_parent = m.parent is not None and via(m.parent)
+        child = next((c.gid for c in m.children.values() if via(c)), None)
         if not from_parent and child is None:
             if sender in m.members and layer.epidemic:  # gossip inside the group: no further (ENTRY_ONLY)
                 return self._gossip(m, v, event, sender)
