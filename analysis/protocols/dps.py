@@ -4,8 +4,14 @@ Per event (``metrics/events.parquet``): matching M(e) = its expected receivers (
 subscription the event matches, alive over its window, the publisher left out); contacted C(e) =
 nodes other than the publisher that received a copy (``receivers`` − 1); false positives
 = |C(e) \\ M(e)| = contacted − delivered (``delivered`` counts M(e) ∩ C(e)). Shares are of the
-run's nodes, averaged over events, in % (the paper's Table 1: false positives = contacted −
-matching when every match is delivered). On the topic mapping the false positives are the
+nodes alive at the publication (the timeline's crashes and leaves; nodes that start offline are
+not subtracted), averaged over events, in % (the paper's Table 1: false positives = contacted −
+matching when every match is delivered).
+
+Under crashes (spec Fig. 3(a), 3(b)): the delivered ratio (the hit ratio, Σ delivered / Σ
+expected) per window of 100 steps by publication time, its lowest window, and over the events
+published 100 steps or more after the last crash (back to 1 after a burst, the paper says); the
+self-healing counters summed over the nodes. On the topic mapping the false positives are the
 relay load of the root and of the traversal (spec §5.1: none is a subscriber that fails to match).
 
 Per node (``stats.jsonl``, whole run): messages sent = event copies + DPS control messages,
@@ -30,6 +36,12 @@ class DpsAnalysis(ProtocolAnalysis):
         self.n = meta["nodes"]
         self.events: list[dict] = []
         self.stats: list[dict] = []
+        self.downs: list[tuple[int, int]] = []
+        """(t_ns, +1 a node went down, -1 one came back), in time order."""
+
+    def add_timeline(self, rows: list[dict]) -> None:
+        self.downs = sorted((r["t_ns"], 1 if r["kind"] in ("crash", "leave") else -1)
+                            for r in rows if r.get("kind") in ("crash", "leave", "join"))
 
     def add_events(self, rows: list[dict]) -> None:
         self.events = rows
@@ -40,10 +52,16 @@ class DpsAnalysis(ProtocolAnalysis):
     def metrics(self, final: list[dict]) -> dict:
         if not self.events:
             return {"events": 0}
-        n, events = self.n, self.events
-        matching = [100 * e["expected"] / n for e in events]
-        contacted = [100 * (e["receivers"] - 1) / n for e in events]
-        false_pos = [100 * (e["receivers"] - 1 - e["delivered"]) / n for e in events]
+        events = sorted(self.events, key=lambda e: e["t0_ns"])
+        alive, k, down = [], 0, 0
+        for e in events:
+            while k < len(self.downs) and self.downs[k][0] <= e["t0_ns"]:
+                down += self.downs[k][1]
+                k += 1
+            alive.append(self.n - max(down, 0))
+        matching = [100 * e["expected"] / n for e, n in zip(events, alive)]
+        contacted = [100 * (e["receivers"] - 1) / n for e, n in zip(events, alive)]
+        false_pos = [100 * (e["receivers"] - 1 - e["delivered"]) / n for e, n in zip(events, alive)]
         out: dict = {
             "events": len(events),
             "matching_pct": statistics.fmean(matching),
@@ -51,6 +69,8 @@ class DpsAnalysis(ProtocolAnalysis):
             "false_positive_pct": statistics.fmean(false_pos),
             "reduction_vs_broadcast_pct": 100 - statistics.fmean(contacted),
         }
+        if self.downs:
+            out.update(self._under_crashes(events))
         if self.stats:
             c = {r["node"]: r.get("counters", {}) for r in self.stats}
             sent = {k: v.get("events_sent", 0) + v.get("msgs_sent.dps", 0) for k, v in c.items()}
@@ -65,6 +85,8 @@ class DpsAnalysis(ProtocolAnalysis):
                 "trees": sum(v.get("dps.roots_led", 0) for v in c.values()),
                 "groups": sum(v.get("dps.groups_led", 0) - v.get("dps.roots_led", 0) for v in c.values()),
                 "subscription_retries": sum(v.get("dps.retries", 0) for v in c.values()),
+                "healing": {k: sum(v.get(f"dps.{k}", 0) for v in c.values())
+                            for k in ("suspected", "takeovers", "promoted", "reattached", "adopted", "resubscribed")},
                 "root_load": {
                     "root_leaders": roots,
                     "events_received_share": [received[k] / len(events) for k in roots],
@@ -75,6 +97,26 @@ class DpsAnalysis(ProtocolAnalysis):
             })
         return out
 
+    def _under_crashes(self, events: list[dict]) -> dict:
+        window = 100 * self.meta.get("cycle_s", 0.2) * 1e9
+        start = events[0]["t0_ns"]
+        per: dict[int, list[int]] = {}
+        for e in events:
+            w = per.setdefault(int((e["t0_ns"] - start) // window), [0, 0])
+            w[0] += e["delivered"]
+            w[1] += e["expected"]
+        by_window = [{"t_s": round(k * window / 1e9, 3), "delivered_ratio": d / x if x else None}
+                     for k, (d, x) in sorted(per.items())]
+        last = max(t for t, s in self.downs if s > 0)
+        after = [e for e in events if e["t0_ns"] >= last + window]
+        expected_after = sum(e["expected"] for e in after)
+        return {
+            "delivered_by_window": by_window,
+            "delivered_lowest_window": min(w["delivered_ratio"] for w in by_window if w["delivered_ratio"] is not None),
+            "delivered_after_crashes": sum(e["delivered"] for e in after) / expected_after if expected_after else None,
+            "events_after_crashes": len(after),
+        }
+
     def report_rows(self, metrics: dict) -> list[tuple[str, object]]:
         if not metrics.get("events"):
             return []
@@ -83,6 +125,12 @@ class DpsAnalysis(ProtocolAnalysis):
              f"{metrics['matching_pct']:.2f} / {metrics['contacted_pct']:.2f} / {metrics['false_positive_pct']:.2f}"),
             ("reduction of visited nodes against broadcast", f"{metrics['reduction_vs_broadcast_pct']:.2f}%"),
         ]
+        if "delivered_by_window" in metrics:
+            after = metrics["delivered_after_crashes"]
+            rows += [("delivered ratio: lowest 100-step window, after the crashes",
+                      f"{metrics['delivered_lowest_window']:.4f}, " + (f"{after:.4f}" if after is not None else "no event after"))]
+        if "healing" in metrics:
+            rows.append(("self-healing: " + ", ".join(metrics["healing"]), ", ".join(str(v) for v in metrics["healing"].values())))
         if "root_load" in metrics:
             m, r = metrics["messages_per_node_per_event"], metrics["root_load"]
             rows += [

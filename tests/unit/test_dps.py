@@ -352,3 +352,23 @@ def test_members_of_a_group_whose_leader_and_co_leader_crashed_subscribe_again()
     publish_each(sim, 41, [(5, format_event({"a": 9}))] * 4)
     sim.run_until(45)
     assert all(who >= left for who in delivered_to(sim, 41).values()) and len(delivered_to(sim, 41)) == 4
+
+
+def test_the_analysis_takes_shares_of_the_live_nodes_and_delivery_per_100_steps_around_crashes():
+    from analysis.protocols.dps import DpsAnalysis
+
+    a = DpsAnalysis({"nodes": 10, "cycle_s": 0.2}, {})
+    s = 1_000_000_000
+    a.add_timeline([{"kind": "crash", "node": 3, "t_ns": 5 * s}, {"kind": "crash", "node": 4, "t_ns": 25 * s}])
+    a.add_events([  # t0 (s), expected, delivered, receivers (the publisher among them)
+        {"t0_ns": t * s, "expected": x, "delivered": d, "receivers": r}
+        for t, x, d, r in [(0, 4, 4, 6), (10, 4, 3, 4), (30, 2, 1, 4), (50, 2, 2, 3)]])
+    m = a.metrics([])
+    # live nodes at each publication: 10, 9, 8, 8
+    assert m["matching_pct"] == pytest.approx((40 + 400 / 9 + 25 + 25) / 4)
+    assert m["contacted_pct"] == pytest.approx((50 + 300 / 9 + 300 / 8 + 200 / 8) / 4)
+    assert m["false_positive_pct"] == pytest.approx((10 + 0 + 200 / 8 + 0) / 4)
+    assert m["delivered_by_window"] == [{"t_s": 0.0, "delivered_ratio": 7 / 8}, {"t_s": 20.0, "delivered_ratio": 0.5},
+                                        {"t_s": 40.0, "delivered_ratio": 1.0}]
+    assert m["delivered_lowest_window"] == 0.5
+    assert m["delivered_after_crashes"] == 1.0 and m["events_after_crashes"] == 1  # t0 >= 25 s + 20 s
