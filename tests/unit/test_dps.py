@@ -372,3 +372,36 @@ def test_the_analysis_takes_shares_of_the_live_nodes_and_delivery_per_100_steps_
                                         {"t_s": 40.0, "delivered_ratio": 1.0}]
     assert m["delivered_lowest_window"] == 0.5
     assert m["delivered_after_crashes"] == 1.0 and m["events_after_crashes"] == 1  # t0 >= 25 s + 20 s
+
+
+@pytest.mark.parametrize("comm", ["leader", "epidemic"])
+def test_a_crash_run_is_byte_identical_under_two_hash_seeds(comm, tmp_path):
+    """The self-healing and epidemic paths draw only from the node's seeded generator."""
+    import hashlib
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    from tests.conftest import ROOT
+
+    exp = yaml.safe_load((ROOT / "experiments/dps-crashes.yaml").read_text())
+    exp.pop("sweep")
+    exp["protocol"]["params"]["comm"] = comm
+    exp.update(nodes={"count": 80, "contacts": "seed"}, publications={"count": 20, "rate_per_s": 1, "publisher": "any"},
+               phases={"warmup_s": 15, "drain_s": 5})
+    exp["churn"]["phases"][0].update(until_s=20, probability=0.2)
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(exp))
+    digests = []
+    for hash_seed in ("1", "2"):
+        out = tmp_path / hash_seed
+        subprocess.run([sys.executable, "-m", "controller.cli", "run", str(path), "--out", str(out), "--no-analyze"],
+                       cwd=ROOT, check=True, capture_output=True, env={**os.environ, "PYTHONHASHSEED": hash_seed})
+        [rd] = out.iterdir()
+        digests.append({n: hashlib.sha256((rd / n).read_bytes()).hexdigest()
+                        for n in ("traces/spans.parquet", "stats.jsonl", "timeline.jsonl")})
+        timeline = (rd / "timeline.jsonl").read_text()
+        assert timeline.count('"crash"') >= 10
+    assert digests[0] == digests[1]
