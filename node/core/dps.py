@@ -843,13 +843,16 @@ class Dps(Layer):
                     out += self._changed_hands(m)
                 if isinstance(m.ref.label, Top):
                     self.owners[m.tree] = ref.leader
-            if m.parent is not None and m.parent.gid == ref.gid and ref.epoch >= m.parent.epoch:
+            changed = False
+            if m.parent is not None and m.parent.gid == ref.gid and ref.epoch >= m.parent.epoch and m.parent.contacts != ref.contacts:
                 m.parent = GroupRef(ref.gid, m.parent.label, m.parent.seq, ref.leader, ref.backups, ref.epoch)
+                changed = True
             c = m.children.get(ref.gid)
-            if c is not None and ref.epoch >= c.epoch:
+            if c is not None and ref.epoch >= c.epoch and c.contacts != ref.contacts:
                 m.children[ref.gid] = GroupRef(ref.gid, c.label, c.seq, ref.leader, ref.backups, ref.epoch)
-                if self._leads(m) and len(m.ref.backups) < self.config.co_leaders and isinstance(m.ref.label, Top):
-                    out += self._changed(m, now)  # a root's router may come from a child's co-leaders
+                changed = True
+            if changed and self._leads(m):
+                out += self._changed(m, now)  # the co-leaders' replicas (a root's router may come from a child's co-leaders)
         return out
 
     def _changed_hands(self, m: Membership) -> list[Action]:
@@ -876,7 +879,7 @@ class Dps(Layer):
                 for d in m.ref.backups:
                     out += self._send(d, "ping", now, _Pack(m.gid).v(0))
                 if m.parent is not None:
-                    out += self._send(m.parent.leader, "ping", now, _Pack(m.parent.gid).v(0))
+                    out += self._send(m.parent.leader, "ping", now, _Pack(m.parent.gid, m.gid).v(0))
                 elif not isinstance(m.ref.label, Top):
                     out += self._reattach(m, now)
                 for c in m.children.values():
@@ -887,21 +890,27 @@ class Dps(Layer):
         return out
 
     def _on_ping(self, msg: Signal, now: float) -> list[Action]:
+        """A probe of group ``gid``; from a child group, naming it (``child``): the answer says
+        whether this node lists it, so that a child its parent lost track of reattaches."""
         gid, want_children = msg.topics[0], msg.values[0]
+        child = msg.topics[1] if len(msg.topics) > 1 else ""
         m = self.groups.get(gid)
         if m is None:
-            return self._send(msg.sender, "pong", now, _Pack(gid).v(0))
-        p = _Pack(gid).v(1).ref(self._out(m)).maybe(m.parent).refs(m.children.values() if want_children else ())
-        return self._send(msg.sender, "pong", now, p)
+            return self._send(msg.sender, "pong", now, _Pack(gid, child).v(0))
+        p = _Pack(gid, child).v(1).ref(self._out(m)).maybe(m.parent).refs(m.children.values() if want_children else ())
+        return self._send(msg.sender, "pong", now, p.v(int(not child or not self._leads(m) or child in m.children)))
 
     def _on_pong(self, msg: Signal, now: float) -> list[Action]:
         r = _Read(msg)
-        gid, found = r.t(), r.v()
+        gid, child, found = r.t(), r.t(), r.v()
         if not found:
             self.counts["stale"] += 1
             return []
-        ref, parent, children = r.ref(), r.maybe(), r.refs()
+        ref, parent, children, listed = r.ref(), r.maybe(), r.refs(), r.v()
         out = self._learn(ref, now)
+        mine = self._led(child) if child else None
+        if not listed and mine is not None and mine.parent is not None and mine.parent.gid == gid:
+            out += self._send(msg.sender, "reattach", now, _Pack(mine.tree, gid).ref(self._out(mine)))
         for m in self.groups.values():
             if m.gid == gid:
                 m.heard = now
@@ -1001,8 +1010,11 @@ class Dps(Layer):
         """An orphaned group asks its grandparent, else the tree's root, to take it as a child
         (repeated at each probe until a PRED_CHANGED answers)."""
         gp = m.grandparent
-        to = self._pick(gp) if gp is not None and self._alive(gp.leader.node_id, now) else self.owners.get(m.tree)
-        if to is None or to.node_id == self.stack.node_id:
+        live = [d for d in gp.contacts if self._alive(d.node_id, now)] if gp is not None else []
+        to = self.rng.choice(live) if live else self.owners.get(m.tree)
+        if to is None:
+            return self._locate(m.tree, now, create=False)
+        if to.node_id == self.stack.node_id:
             return []
         gid = gp.gid if gp is not None and to in gp.contacts else ""
         return self._send(to, "reattach", now, _Pack(m.tree, gid).ref(self._out(m)))
@@ -1072,7 +1084,7 @@ class Dps(Layer):
                 mine.entries += [self.me, *self._sample(m, self.config.view_size // 2 - 1)]
                 out += self._send(partner, "shuffle", now, mine)
             if m.parent is not None:
-                out += self._send(self._pick(m.parent), "ping", now, _Pack(m.parent.gid).v(0))
+                out += self._send(self._pick(m.parent), "ping", now, _Pack(m.parent.gid, m.gid).v(0))
             elif not isinstance(m.ref.label, Top):
                 out += self._reattach(m, now)
             for c in list(m.children.values()):
