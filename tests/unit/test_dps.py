@@ -405,3 +405,18 @@ def test_a_crash_run_is_byte_identical_under_two_hash_seeds(comm, tmp_path):
         timeline = (rd / "timeline.jsonl").read_text()
         assert timeline.count('"crash"') >= 10
     assert digests[0] == digests[1]
+
+
+@pytest.mark.parametrize("comm", ["leader", "epidemic"])
+def test_a_child_group_its_parent_lost_track_of_reattaches_at_the_next_probe(comm):
+    sim = network([["?a<90"], ["?a>2"], ["?a>5"], []], comm=comm, stagger_s=1.0)
+    sim.run_until(10)
+    holders = [m for core in sim.nodes.values() for m in core.layers[LAYER].groups.values() if m.ref.label.canon() == "num[3,+inf)"]
+    [child] = {c.gid for m in holders for c in m.children.values()}
+    for m in holders:  # every holder of a>2 forgets its child a>5
+        del m.children[child]
+    sim.run_until(25)  # probes every 10 to 25 steps: a>5's probe of its parent finds itself unlisted
+    assert all(child in m.children for m in holders if m.gid in sim.nodes[m.ref.leader.node_id].layers[LAYER].groups)
+    publish_each(sim, 26, [(3, format_event({"a": 9}))] * 4)
+    sim.run_until(30)
+    assert all(2 in who for who in delivered_to(sim, 26).values()) and len(delivered_to(sim, 26)) == 4
