@@ -96,14 +96,29 @@ from __future__ import annotations
 import random
 from collections import OrderedDict, deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
-from .content import TOP, Constraint, Subscription, Top, Value, contains, matches, parse_canon, parse_event, parse_filter, value_type
+from .content import TOP, Constraint, Top, contains, parse_filter
+from .dps_groups import (
+    GroupRef,
+    Membership,
+    Pack,
+    PendingSub,
+    Reader,
+    bare,
+    created_msg,
+    merged,
+    tree_attr,
+    tree_key,
+    with_contacts,
+    without,
+)
+from .dps_route import DpsRoute
 from .registry import ProtocolSpec, register_protocol
 from .semantic_tree import decide
-from .stack import Dissemination, Layer, Stack
+from .stack import Layer, Stack
 from .types import (
     Action,
     Descriptor,
@@ -196,136 +211,6 @@ class DpsConfig:
         return self.step_ms / 1000.0
 
 
-def tree_key(name: str, kind: str) -> str:
-    return f"{name}:{kind}"
-
-
-def _bare(d: Descriptor) -> Descriptor:
-    return Descriptor(d.node_id, d.addr)
-
-
-@dataclass(eq=False, slots=True)
-class GroupRef:
-    """A group as its neighbours know it: id, label, creation order, leader, co-leaders and the
-    leader's epoch (a takeover raises it; the higher epoch wins)."""
-
-    gid: str
-    label: Constraint
-    seq: int
-    leader: Descriptor
-    backups: tuple[Descriptor, ...] = ()
-    epoch: int = 0
-
-    @property
-    def contacts(self) -> tuple[Descriptor, ...]:
-        return (self.leader, *self.backups)
-
-
-class _Pack:
-    """The fields of a signal, group references among them, written in order."""
-
-    def __init__(self, *topics: str) -> None:
-        self.topics: list[str] = list(topics)
-        self.entries: list[Descriptor] = []
-        self.values: list[int] = []
-
-    def v(self, *values: int) -> _Pack:
-        self.values += values
-        return self
-
-    def ref(self, r: GroupRef) -> _Pack:
-        self.topics += [r.gid, r.label.canon()]
-        self.values += [r.seq, r.epoch, len(r.backups)]
-        self.entries += [r.leader, *r.backups]
-        return self
-
-    def refs(self, rs: Iterable[GroupRef]) -> _Pack:
-        rs = list(rs)
-        self.values.append(len(rs))
-        for r in rs:
-            self.ref(r)
-        return self
-
-    def maybe(self, r: GroupRef | None) -> _Pack:
-        self.values.append(int(r is not None))
-        return self.ref(r) if r is not None else self
-
-
-class _Read:
-    """Reads what a ``_Pack`` wrote, in the same order."""
-
-    def __init__(self, msg: Signal) -> None:
-        self.msg = msg
-        self._t = self._e = self._v = 0
-
-    def t(self) -> str:
-        self._t += 1
-        return self.msg.topics[self._t - 1]
-
-    def v(self) -> int:
-        self._v += 1
-        return self.msg.values[self._v - 1]
-
-    def e(self) -> Descriptor:
-        self._e += 1
-        return self.msg.entries[self._e - 1]
-
-    def ref(self) -> GroupRef:
-        gid, canon, seq, epoch, n = self.t(), self.t(), self.v(), self.v(), self.v()
-        if not 0 <= n <= 64:
-            raise ValueError(f"{n} co-leaders")
-        leader = self.e()
-        return GroupRef(gid, parse_canon(canon), seq, leader, tuple(self.e() for _ in range(n)), epoch)
-
-    def refs(self) -> list[GroupRef]:
-        n = self.v()
-        if not 0 <= n <= len(self.msg.topics):
-            raise ValueError(f"{n} groups")
-        return [self.ref() for _ in range(n)]
-
-    def maybe(self) -> GroupRef | None:
-        return self.ref() if self.v() else None
-
-
-@dataclass(eq=False)
-class Membership:
-    """A group this node belongs to: as its leader, as a co-leader (with a replica of the
-    leader's state) or as a member; a router is a co-leader of a root group it is no member of."""
-
-    ref: GroupRef
-    tree: str
-    subs: set[str] = field(default_factory=set)
-    """This node's subscriptions grouped here (none for the owner's root group or a router)."""
-    members: dict[NodeId, Descriptor] = field(default_factory=dict)
-    """Leader and co-leaders: every member in join order, the leader included."""
-    parent: GroupRef | None = None
-    children: dict[str, GroupRef] = field(default_factory=dict)
-    grandparent: GroupRef | None = None
-    grandchildren: dict[str, list[GroupRef]] = field(default_factory=dict)
-    """Distance-2 entries (spec predview, succview), refreshed by the probes' answers: where the
-    tree is rejoined when a whole neighbouring group is lost."""
-    heard: float = 0.0
-    """A member: when it last heard from its group."""
-    blocked_until: float | None = None
-    block_req: int = 0
-    buffered: list[tuple[NodeId, Message]] = field(default_factory=list)
-
-    @property
-    def gid(self) -> str:
-        return self.ref.gid
-
-
-@dataclass(eq=False)
-class PendingSub:
-    sub: Subscription
-    tree: str
-    label: Constraint
-    state: Literal["locate", "find", "joined"] = "locate"
-    req: int = 0
-    since: float = 0.0
-    gid: str = ""
-
-
 class Dps(Layer):
     """Tree location, group membership, the group tree's maintenance and its self-healing
     (the tick checks timeouts, issues new subscriptions and runs the failure detector)."""
@@ -367,11 +252,11 @@ class Dps(Layer):
 
     @property
     def me(self) -> Descriptor:
-        return _bare(self.stack.me)
+        return bare(self.stack.me)
 
     def bootstrap(self, contacts: Iterable[Descriptor]) -> None:
         found = sorted(contacts, key=lambda d: d.node_id)
-        self.seed = _bare(found[0]) if found and found[0].node_id < self.stack.node_id else self.me
+        self.seed = bare(found[0]) if found and found[0].node_id < self.stack.node_id else self.me
 
     def _next_req(self) -> int:
         self._req += 1
@@ -385,17 +270,17 @@ class Dps(Layer):
             return self.on_message(dst.node_id, msg, now)
         return [Send(dst.node_id, dst.addr, msg)]
 
-    def _send(self, dst: Descriptor, kind: str, now: float, p: _Pack) -> list[Action]:
+    def _send(self, dst: Descriptor, kind: str, now: float, p: Pack) -> list[Action]:
         return self._signal(dst, kind, now, p.topics, p.entries, p.values)
 
-    def _leads(self, m: Membership) -> bool:
+    def leads(self, m: Membership) -> bool:
         """Whether this node decides and routes for ``m``: its leader, or any epidemic member."""
         return self.epidemic or m.ref.leader.node_id == self.stack.node_id
 
-    def _backs(self, m: Membership) -> bool:
+    def backs(self, m: Membership) -> bool:
         return not self.epidemic and any(d.node_id == self.stack.node_id for d in m.ref.backups)
 
-    def _pick(self, r: GroupRef) -> Descriptor:
+    def pick(self, r: GroupRef) -> Descriptor:
         """Where a message for group ``r`` goes: its leader, or (epidemic) one of its contacts."""
         if not self.epidemic or not r.backups:
             return r.leader
@@ -410,9 +295,9 @@ class Dps(Layer):
         sample = self.rng.sample(sorted(m.members.values(), key=lambda d: d.node_id), k)
         return GroupRef(m.gid, m.ref.label, m.ref.seq, self.me, tuple(sample))
 
-    def _led(self, gid: str) -> Membership | None:
+    def led(self, gid: str) -> Membership | None:
         m = self.groups.get(gid)
-        return m if m is not None and self._leads(m) else None
+        return m if m is not None and self.leads(m) else None
 
     def _alive(self, node: NodeId, now: float) -> bool:
         at = self.suspected.get(node)
@@ -435,7 +320,7 @@ class Dps(Layer):
             if m.blocked_until is not None and now >= m.blocked_until:
                 out += self._unblock(m, now)
         for tree in sorted(self.held.keys() - self.owners.keys()):
-            out += self._locate(tree, now, create=False)
+            out += self.locate(tree, now, create=False)
         for tree, (_, until) in list(self.granted.items()):
             if now >= until:
                 del self.granted[tree]
@@ -458,7 +343,7 @@ class Dps(Layer):
         p.since, p.req = now, self._next_req()
         if p.tree not in self.owners:
             p.state = "locate"
-            return self._locate(p.tree, now, create=True)
+            return self.locate(p.tree, now, create=True)
         p.state = "find"
         return self._signal(self._entry(p.tree), "find", now, (p.tree, text, ""), (self.me,), (p.req, UP))
 
@@ -477,14 +362,14 @@ class Dps(Layer):
         if m is None:
             return []
         m.subs.discard(text)
-        if m.subs or not self.epidemic and (self._leads(m) or self._backs(m)):
+        if m.subs or not self.epidemic and (self.leads(m) or self.backs(m)):
             return []  # a leader or co-leader stays as the group's relay (choice)
         del self.groups[m.gid]
         if self.epidemic:
-            return self._rumor(m, "remove", _Pack(), now, subject=self.me)
+            return self._rumor(m, "remove", Pack(), now, subject=self.me)
         return self._signal(m.ref.leader, "leave", now, (m.gid,))
 
-    def _locate(self, tree: str, now: float, create: bool) -> list[Action]:
+    def locate(self, tree: str, now: float, create: bool) -> list[Action]:
         if tree in self.locating:
             return []
         assert self.seed is not None
@@ -586,9 +471,9 @@ class Dps(Layer):
     def _on_find(self, msg: Signal, now: float) -> list[Action]:
         tree, text, gid = msg.topics[:3]
         subscriber, (req, direction) = msg.entries[0], msg.values[:2]
-        label = parse_filter(text, self.config.group_on).labels[_attr(tree)]
+        label = parse_filter(text, self.config.group_on).labels[tree_attr(tree)]
         mine = [m for m in self.groups.values() if m.tree == tree]
-        led = [m for m in mine if self._leads(m)]
+        led = [m for m in mine if self.leads(m)]
         if gid:
             led = [m for m in led if m.gid == gid]
         elif direction == DOWN or self.config.traversal == "root":
@@ -602,23 +487,23 @@ class Dps(Layer):
         if direction == UP and not contains(g.ref.label, label):
             if g.parent is None:
                 return self._signal(subscriber, "retry", now, (text,), (), (req,))
-            return self._signal(self._pick(g.parent), "find", now, (tree, text, g.parent.gid), msg.entries, (req, UP))
+            return self._signal(self.pick(g.parent), "find", now, (tree, text, g.parent.gid), msg.entries, (req, UP))
         if g.blocked_until is not None:
             g.buffered.append((subscriber.node_id, msg))
             self.counts["buffered"] += 1
             return []
         if g.ref.label.canon() == label.canon():
-            return self._send(subscriber, "subscribe_to", now, _Pack(text).v(req).ref(self._out(g)))
+            return self._send(subscriber, "subscribe_to", now, Pack(text).v(req).ref(self._out(g)))
         verdict, child, adopt = decide(list(g.children.values()), label)
         if verdict == "found":
             assert child is not None
-            return self._send(subscriber, "subscribe_to", now, _Pack(text).v(req).ref(child))
+            return self._send(subscriber, "subscribe_to", now, Pack(text).v(req).ref(child))
         if verdict == "descend":
             assert child is not None
-            return self._signal(self._pick(child), "find", now, (tree, text, child.gid), msg.entries, (req, DOWN))
+            return self._signal(self.pick(child), "find", now, (tree, text, child.gid), msg.entries, (req, DOWN))
         g.blocked_until = now + self.config.create_timeout_steps * self.config.step_s
         g.block_req = req
-        return self._send(subscriber, "create", now, _Pack(tree, text).v(req).ref(self._out(g)).maybe(g.parent).refs(adopt))
+        return self._send(subscriber, "create", now, Pack(tree, text).v(req).ref(self._out(g)).maybe(g.parent).refs(adopt))
 
     def _pending(self, text: str, req: int) -> PendingSub | None:
         p = self.subs.get(text)
@@ -635,7 +520,7 @@ class Dps(Layer):
         return self._signal(self.owners[p.tree], "find", now, (p.tree, msg.topics[0], ""), (self.me,), (p.req, DOWN))
 
     def _on_subscribe_to(self, msg: Signal, now: float) -> list[Action]:
-        r = _Read(msg)
+        r = Reader(msg)
         text, req, group = r.t(), r.v(), r.ref()
         p = self._pending(text, req)
         if p is None:
@@ -645,27 +530,27 @@ class Dps(Layer):
             m.subs.add(text)
             p.state, p.gid = "joined", group.gid
             return []
-        return self._signal(self._pick(group), "join", now, (group.gid, text), (), (p.req,))
+        return self._signal(self.pick(group), "join", now, (group.gid, text), (), (p.req,))
 
     def _on_join(self, msg: Signal, now: float) -> list[Action]:
         gid, text = msg.topics[:2]
-        m = self._led(gid)
+        m = self.led(gid)
         if m is None:
             self.counts["stale"] += 1
             return self._signal(msg.sender, "retry", now, (text,), (), msg.values[:1])
         if not self.epidemic:
             m.members[msg.sender.node_id] = msg.sender
-            out = self._send(msg.sender, "join_ack", now, _Pack(m.tree, text).v(msg.values[0]).ref(m.ref).maybe(None).refs(()).v(0))
+            out = self._send(msg.sender, "join_ack", now, Pack(m.tree, text).v(msg.values[0]).ref(m.ref).maybe(None).refs(()).v(0))
             return out + self._changed(m, now)
-        ack = _Pack(m.tree, text).v(msg.values[0]).ref(self._out(m)).maybe(m.parent).refs(m.children.values())
+        ack = Pack(m.tree, text).v(msg.values[0]).ref(self._out(m)).maybe(m.parent).refs(m.children.values())
         sample = self._sample(m, self.config.view_size)
         ack.entries += sample
         ack.v(len(sample))
         self._add_member(m, msg.sender)
-        return self._send(msg.sender, "join_ack", now, ack) + self._rumor(m, "add", _Pack(), now, subject=msg.sender)
+        return self._send(msg.sender, "join_ack", now, ack) + self._rumor(m, "add", Pack(), now, subject=msg.sender)
 
     def _on_join_ack(self, msg: Signal, now: float) -> list[Action]:
-        r = _Read(msg)
+        r = Reader(msg)
         tree, text, req, group, parent, children = r.t(), r.t(), r.v(), r.ref(), r.maybe(), r.refs()
         sample = [r.e() for _ in range(r.v())]
         p = self._pending(text, req)
@@ -684,7 +569,7 @@ class Dps(Layer):
         return []
 
     def _on_create(self, msg: Signal, now: float) -> list[Action]:
-        r = _Read(msg)
+        r = Reader(msg)
         tree, text, req, parent, grandparent, adopted = r.t(), r.t(), r.v(), r.ref(), r.maybe(), r.refs()
         p = self._pending(text, req)
         if p is None:
@@ -693,16 +578,16 @@ class Dps(Layer):
         m.grandparent = grandparent
         m.subs.add(text)
         p.state, p.gid = "joined", m.gid
-        out = self._send(msg.sender, "created", now, _created(parent.gid, req, self._out(m), adopted))
+        out = self._send(msg.sender, "created", now, created_msg(parent.gid, req, self._out(m), adopted))
         for c in adopted:
-            out += self._send(self._pick(c), "pred_changed", now, _Pack(c.gid).ref(self._out(m)).maybe(parent))
+            out += self._send(self.pick(c), "pred_changed", now, Pack(c.gid).ref(self._out(m)).maybe(parent))
         return out
 
     def _on_created(self, msg: Signal, now: float) -> list[Action]:
-        r = _Read(msg)
+        r = Reader(msg)
         parent_gid, req, new, n = r.t(), r.v(), r.ref(), r.v()
         adopted = [r.t() for _ in range(n)]
-        m = self._led(parent_gid)
+        m = self.led(parent_gid)
         if m is None:
             self.counts["stale"] += 1
             return []
@@ -712,24 +597,24 @@ class Dps(Layer):
         m.children[new.gid] = new
         out = self._unblock(m, now) if m.block_req == req else []
         if self.epidemic:
-            update = _Pack(*adopted).v(len(adopted)).ref(new)
+            update = Pack(*adopted).v(len(adopted)).ref(new)
             return out + self._rumor(m, "succ", update, now)
         return out + self._changed(m, now)
 
     def _on_pred_changed(self, msg: Signal, now: float) -> list[Action]:
-        r = _Read(msg)
+        r = Reader(msg)
         gid, parent, grandparent = r.t(), r.ref(), r.maybe()
-        m = self._led(gid)
+        m = self.led(gid)
         if m is None:
             self.counts["stale"] += 1
             return []
         m.parent, m.grandparent = parent, grandparent
         if self.epidemic:
-            return self._rumor(m, "pred", _Pack().ref(parent).maybe(grandparent), now)
+            return self._rumor(m, "pred", Pack().ref(parent).maybe(grandparent), now)
         return self._changed(m, now)
 
     def _on_leave(self, msg: Signal, now: float) -> list[Action]:
-        m = None if self.epidemic else self._led(msg.topics[0])
+        m = None if self.epidemic else self.led(msg.topics[0])
         if m is not None and msg.sender.node_id != self.stack.node_id:
             m.members.pop(msg.sender.node_id, None)
             return self._changed(m, now)
@@ -754,7 +639,7 @@ class Dps(Layer):
         if self.epidemic:
             return []
         out = self._announce(m, now) if self._fill(m, now) else []
-        state = _Pack(m.tree).ref(m.ref).maybe(m.parent).maybe(m.grandparent).refs(m.children.values())
+        state = Pack(m.tree).ref(m.ref).maybe(m.parent).maybe(m.grandparent).refs(m.children.values())
         state.entries += m.members.values()
         state.v(len(m.members))
         for d in m.ref.backups:
@@ -781,21 +666,21 @@ class Dps(Layer):
         """The group's leader and co-leaders, to its members and neighbouring groups (spec
         LEADER_CHANGE); a root group's new leader is the tree's owner at the seed too."""
         out: list[Action] = []
-        msg = _Pack().ref(m.ref)
+        msg = Pack().ref(m.ref)
         to = {d.node_id: d for d in m.members.values()}
         for r in [m.parent, *m.children.values()]:
             if r is not None:
                 to[r.leader.node_id] = r.leader
         for d in to.values():  # this node too, where it leads a neighbouring group
             out += self._send(d, "leader", now, msg)
-        if isinstance(m.ref.label, Top) and self.owners.get(m.tree) != self.me and self._leads(m):
+        if isinstance(m.ref.label, Top) and self.owners.get(m.tree) != self.me and self.leads(m):
             self.owners[m.tree] = self.me
             assert self.seed is not None
             out += self._signal(self.seed, "announce", now, (m.tree,), (self.me,))
         return out
 
     def _on_sync(self, msg: Signal, now: float) -> list[Action]:
-        r = _Read(msg)
+        r = Reader(msg)
         tree, ref, parent, grandparent, children = r.t(), r.ref(), r.maybe(), r.maybe(), r.refs()
         n = r.v()
         members = [r.e() for _ in range(n)]
@@ -820,7 +705,7 @@ class Dps(Layer):
         return []
 
     def _on_leader(self, msg: Signal, now: float) -> list[Action]:
-        return self._learn(_Read(msg).ref(), now)
+        return self._learn(Reader(msg).ref(), now)
 
     def _learn(self, ref: GroupRef, now: float) -> list[Action]:
         """A group's leader and co-leaders as of ``ref.epoch``: wherever this node refers to
@@ -829,17 +714,17 @@ class Dps(Layer):
             k = self.config.group_contacts
             for m in self.groups.values():
                 if m.parent is not None and m.parent.gid == ref.gid:
-                    m.parent = _merged(m.parent, ref, k)
+                    m.parent = merged(m.parent, ref, k)
                 if ref.gid in m.children:
-                    m.children[ref.gid] = _merged(m.children[ref.gid], ref, k)
+                    m.children[ref.gid] = merged(m.children[ref.gid], ref, k)
             return []
         out: list[Action] = []
         for m in list(self.groups.values()):
-            if m.gid == ref.gid and (ref.epoch > m.ref.epoch or ref.epoch == m.ref.epoch and not self._leads(m)):
-                was_leading = self._leads(m)
+            if m.gid == ref.gid and (ref.epoch > m.ref.epoch or ref.epoch == m.ref.epoch and not self.leads(m)):
+                was_leading = self.leads(m)
                 m.ref = GroupRef(m.gid, m.ref.label, m.ref.seq, ref.leader, ref.backups, ref.epoch)
                 m.heard = now
-                if was_leading and not self._leads(m):  # a takeover while this node was thought gone
+                if was_leading and not self.leads(m):  # a takeover while this node was thought gone
                     out += self._changed_hands(m)
                 if isinstance(m.ref.label, Top):
                     self.owners[m.tree] = ref.leader
@@ -851,13 +736,13 @@ class Dps(Layer):
             if c is not None and ref.epoch >= c.epoch and c.contacts != ref.contacts:
                 m.children[ref.gid] = GroupRef(ref.gid, c.label, c.seq, ref.leader, ref.backups, ref.epoch)
                 changed = True
-            if changed and self._leads(m):
+            if changed and self.leads(m):
                 out += self._changed(m, now)  # the co-leaders' replicas (a root's router may come from a child's co-leaders)
         return out
 
     def _changed_hands(self, m: Membership) -> list[Action]:
         """This node led ``m`` and another took over: it stays a member if it subscribed here."""
-        if not m.subs and not self._backs(m):
+        if not m.subs and not self.backs(m):
             del self.groups[m.gid]
         return []
 
@@ -873,20 +758,20 @@ class Dps(Layer):
         out: list[Action] = []
         silence = self.config.silence_steps * self.config.step_s
         for m in list(self.groups.values()):
-            if self._leads(m):
+            if self.leads(m):
                 if len(m.ref.backups) < self.config.co_leaders:
                     out += self._changed(m, now)
                 for d in m.ref.backups:
-                    out += self._send(d, "ping", now, _Pack(m.gid).v(0))
+                    out += self._send(d, "ping", now, Pack(m.gid).v(0))
                 if m.parent is not None:
-                    out += self._send(m.parent.leader, "ping", now, _Pack(m.parent.gid, m.gid).v(0))
+                    out += self._send(m.parent.leader, "ping", now, Pack(m.parent.gid, m.gid).v(0))
                 elif not isinstance(m.ref.label, Top):
                     out += self._reattach(m, now)
                 for c in m.children.values():
-                    out += self._send(c.leader, "ping", now, _Pack(c.gid).v(1))
-            elif self._backs(m) or now - m.heard >= silence:
+                    out += self._send(c.leader, "ping", now, Pack(c.gid).v(1))
+            elif self.backs(m) or now - m.heard >= silence:
                 m.heard = max(m.heard, now - silence / 2)
-                out += self._send(m.ref.leader, "ping", now, _Pack(m.gid).v(0))
+                out += self._send(m.ref.leader, "ping", now, Pack(m.gid).v(0))
         return out
 
     def _on_ping(self, msg: Signal, now: float) -> list[Action]:
@@ -896,21 +781,21 @@ class Dps(Layer):
         child = msg.topics[1] if len(msg.topics) > 1 else ""
         m = self.groups.get(gid)
         if m is None:
-            return self._send(msg.sender, "pong", now, _Pack(gid, child).v(0))
-        p = _Pack(gid, child).v(1).ref(self._out(m)).maybe(m.parent).refs(m.children.values() if want_children else ())
-        return self._send(msg.sender, "pong", now, p.v(int(not child or not self._leads(m) or child in m.children)))
+            return self._send(msg.sender, "pong", now, Pack(gid, child).v(0))
+        p = Pack(gid, child).v(1).ref(self._out(m)).maybe(m.parent).refs(m.children.values() if want_children else ())
+        return self._send(msg.sender, "pong", now, p.v(int(not child or not self.leads(m) or child in m.children)))
 
     def _on_pong(self, msg: Signal, now: float) -> list[Action]:
-        r = _Read(msg)
+        r = Reader(msg)
         gid, child, found = r.t(), r.t(), r.v()
         if not found:
             self.counts["stale"] += 1
             return []
         ref, parent, children, listed = r.ref(), r.maybe(), r.refs(), r.v()
         out = self._learn(ref, now)
-        mine = self._led(child) if child else None
+        mine = self.led(child) if child else None
         if not listed and mine is not None and mine.parent is not None and mine.parent.gid == gid:
-            out += self._send(msg.sender, "reattach", now, _Pack(mine.tree, gid).ref(self._out(mine)))
+            out += self._send(msg.sender, "reattach", now, Pack(mine.tree, gid).ref(self._out(mine)))
         for m in self.groups.values():
             if m.gid == gid:
                 m.heard = now
@@ -936,7 +821,7 @@ class Dps(Layer):
             return self._suspect_epidemic(dead, now)
         out: list[Action] = []  # repairs below are no-ops where done already
         for m in list(self.groups.values()):
-            if self._leads(m):
+            if self.leads(m):
                 changed = m.members.pop(dead, None) is not None or any(d.node_id == dead for d in m.ref.backups)
                 if m.parent is not None and dead in {d.node_id for d in m.parent.contacts}:
                     out += self._parent_lost(m, dead, now)
@@ -947,13 +832,13 @@ class Dps(Layer):
             elif m.ref.leader.node_id == dead:
                 out += self._leader_lost(m, now)
             elif any(d.node_id == dead for d in m.ref.backups):
-                m.ref = _without(m.ref, dead)
+                m.ref = without(m.ref, dead)
         return out
 
     def _leader_lost(self, m: Membership, now: float) -> list[Action]:
         """The group's leader is gone: the first live co-leader takes over (told so if it is
         not this node); a member of a group with no co-leader left subscribes again."""
-        ref = _without(m.ref, m.ref.leader.node_id)
+        ref = without(m.ref, m.ref.leader.node_id)
         live = [d for d in ref.backups if self._alive(d.node_id, now)]
         if not live:
             self.counts["resubscribed"] += len(m.subs)
@@ -967,7 +852,7 @@ class Dps(Layer):
         if live[0].node_id == self.stack.node_id:
             return self.take_over(m, now)
         m.ref = GroupRef(ref.gid, ref.label, ref.seq, live[0], tuple(live[1:]), ref.epoch)
-        return self._send(live[0], "takeover", now, _Pack(m.gid).v(ref.epoch))
+        return self._send(live[0], "takeover", now, Pack(m.gid).v(ref.epoch))
 
     def take_over(self, m: Membership, now: float) -> list[Action]:
         """This co-leader leads ``m`` from now on, with the next epoch (spec §4.7.1 step 1)."""
@@ -984,9 +869,9 @@ class Dps(Layer):
         """A neighbour found this group's leader gone: a co-leader takes over (trusting it:
         crash-stop; a leader wrongly suspected steps down on the higher epoch)."""
         m = self.groups.get(msg.topics[0])
-        if m is None or not self._backs(m) or m.ref.epoch > msg.values[0]:
+        if m is None or not self.backs(m) or m.ref.epoch > msg.values[0]:
             if m is not None:
-                return self._send(msg.sender, "leader", now, _Pack().ref(m.ref))
+                return self._send(msg.sender, "leader", now, Pack().ref(m.ref))
             self.counts["stale"] += 1
             return []
         return self.suspect(m.ref.leader.node_id, now)
@@ -995,14 +880,14 @@ class Dps(Layer):
         """A contact of the parent group is gone: its co-leader stands in, or, with the whole
         group gone, ``m`` reattaches to its grandparent (spec §4.7.1 step 4)."""
         assert m.parent is not None
-        parent = _without(m.parent, dead)
+        parent = without(m.parent, dead)
         if parent.leader.node_id != dead:
             m.parent = parent
             return []
         live = [d for d in parent.backups if self._alive(d.node_id, now)]
         if live:
             m.parent = GroupRef(parent.gid, parent.label, parent.seq, live[0], tuple(live[1:]), parent.epoch)
-            return self._send(live[0], "takeover", now, _Pack(parent.gid).v(parent.epoch))
+            return self._send(live[0], "takeover", now, Pack(parent.gid).v(parent.epoch))
         m.parent = None
         return self._reattach(m, now)
 
@@ -1013,36 +898,36 @@ class Dps(Layer):
         live = [d for d in gp.contacts if self._alive(d.node_id, now)] if gp is not None else []
         to = self.rng.choice(live) if live else self.owners.get(m.tree)
         if to is None:
-            return self._locate(m.tree, now, create=False)
+            return self.locate(m.tree, now, create=False)
         if to.node_id == self.stack.node_id:
             return []
         gid = gp.gid if gp is not None and to in gp.contacts else ""
-        return self._send(to, "reattach", now, _Pack(m.tree, gid).ref(self._out(m)))
+        return self._send(to, "reattach", now, Pack(m.tree, gid).ref(self._out(m)))
 
     def _on_reattach(self, msg: Signal, now: float) -> list[Action]:
-        r = _Read(msg)
+        r = Reader(msg)
         tree, gid, child = r.t(), r.t(), r.ref()
-        m = self._led(gid) if gid else next((g for g in self.groups.values() if g.tree == tree and self._leads(g)
+        m = self.led(gid) if gid else next((g for g in self.groups.values() if g.tree == tree and self.leads(g)
                                               and isinstance(g.ref.label, Top)), None)
         if m is None or not contains(m.ref.label, child.label) or m.ref.label.canon() == child.label.canon():
             self.counts["stale"] += 1
             return []
         self.counts["reattached"] += 1
         m.children[child.gid] = child
-        out = self._send(self._pick(child), "pred_changed", now, _Pack(child.gid).ref(self._out(m)).maybe(m.parent))
-        return out + (self._rumor(m, "succ", _Pack().v(0).ref(child), now) if self.epidemic else self._changed(m, now))
+        out = self._send(self.pick(child), "pred_changed", now, Pack(child.gid).ref(self._out(m)).maybe(m.parent))
+        return out + (self._rumor(m, "succ", Pack().v(0).ref(child), now) if self.epidemic else self._changed(m, now))
 
     def _child_lost(self, m: Membership, c: GroupRef, dead: NodeId, now: float) -> list[Action]:
         """A contact of child group ``c`` is gone: its co-leader stands in, or, with the whole
         group gone, its children become ``m``'s (spec §4.7.1 step 3)."""
-        c2 = _without(c, dead)
+        c2 = without(c, dead)
         if c2.leader.node_id != dead:
             m.children[c.gid] = c2
             return []
         live = [d for d in c2.backups if self._alive(d.node_id, now)]
         if live:
             m.children[c.gid] = GroupRef(c.gid, c.label, c.seq, live[0], tuple(live[1:]), c.epoch)
-            return self._send(live[0], "takeover", now, _Pack(c.gid).v(c.epoch))
+            return self._send(live[0], "takeover", now, Pack(c.gid).v(c.epoch))
         return self._adopt(m, c, now) + self._changed(m, now)
 
     def _adopt(self, m: Membership, c: GroupRef, now: float) -> list[Action]:
@@ -1053,9 +938,9 @@ class Dps(Layer):
             if g.gid not in m.children and self._alive(g.leader.node_id, now):
                 self.counts["adopted"] += 1
                 m.children[g.gid] = g
-                out += self._send(self._pick(g), "pred_changed", now, _Pack(g.gid).ref(self._out(m)).maybe(m.parent))
+                out += self._send(self.pick(g), "pred_changed", now, Pack(g.gid).ref(self._out(m)).maybe(m.parent))
                 if self.epidemic:
-                    out += self._rumor(m, "succ", _Pack(c.gid).v(1).ref(g), now)
+                    out += self._rumor(m, "succ", Pack(c.gid).v(1).ref(g), now)
         return out
 
     # --- epidemic maintenance (spec §4.6.4, §4.7.2) ----------------------------------------------
@@ -1066,7 +951,7 @@ class Dps(Layer):
             return
         if len(m.members) >= self.config.view_size:
             del m.members[self.rng.choice(sorted(m.members))]
-        m.members[d.node_id] = _bare(d)
+        m.members[d.node_id] = bare(d)
 
     def _sample(self, m: Membership, k: int) -> list[Descriptor]:
         return self.rng.sample(sorted(m.members.values(), key=lambda d: d.node_id), min(k, len(m.members)))
@@ -1080,22 +965,22 @@ class Dps(Layer):
         for m in list(self.groups.values()):
             if m.members:
                 partner = self.rng.choice(sorted(m.members.values(), key=lambda d: d.node_id))
-                mine = _Pack(m.gid).v(0)
+                mine = Pack(m.gid).v(0)
                 mine.entries += [self.me, *self._sample(m, self.config.view_size // 2 - 1)]
                 out += self._send(partner, "shuffle", now, mine)
             if m.parent is not None:
-                out += self._send(self._pick(m.parent), "ping", now, _Pack(m.parent.gid, m.gid).v(0))
+                out += self._send(self.pick(m.parent), "ping", now, Pack(m.parent.gid, m.gid).v(0))
             elif not isinstance(m.ref.label, Top):
                 out += self._reattach(m, now)
             for c in list(m.children.values()):
-                out += self._send(self._pick(c), "ping", now, _Pack(c.gid).v(1))
+                out += self._send(self.pick(c), "ping", now, Pack(c.gid).v(1))
             if isinstance(m.ref.label, Top) and len(m.members) < self.config.root_replicas - 1:
                 pool = {d.node_id: d for c in m.children.values() for d in c.contacts
                         if d.node_id != self.stack.node_id and d.node_id not in m.members and self._alive(d.node_id, now)}
                 for d in sorted(pool.values(), key=lambda d: d.node_id)[:self.config.root_replicas - 1 - len(m.members)]:
                     self.counts["promoted"] += 1
                     self._add_member(m, d)
-                    invite = _Pack(m.tree).ref(self._out(m)).maybe(None).maybe(None).refs(m.children.values())
+                    invite = Pack(m.tree).ref(self._out(m)).maybe(None).maybe(None).refs(m.children.values())
                     invite.entries += [self.me, *m.members.values()]
                     invite.v(len(m.members) + 1)
                     out += self._send(d, "sync", now, invite)
@@ -1108,26 +993,26 @@ class Dps(Layer):
             return []
         out: list[Action] = []
         if msg.values[0] == 0:  # a request: answered with a sample taken before the merge
-            reply = _Pack(m.gid).v(1)
+            reply = Pack(m.gid).v(1)
             reply.entries += self._sample(m, self.config.view_size // 2)
             out = self._send(msg.sender, "shuffle", now, reply)
         for d in msg.entries:
             self._add_member(m, d)
         return out
 
-    def _rumor(self, m: Membership, op: str, payload: _Pack, now: float, subject: Descriptor | None = None) -> list[Action]:
+    def _rumor(self, m: Membership, op: str, payload: Pack, now: float, subject: Descriptor | None = None) -> list[Action]:
         """A membership change of group ``m`` gossiped to ``sub_fanout`` members (spec
         GOSSIP_SUB): ``add``/``remove`` a member, ``succ`` (a new child and the children it
         adopted), ``pred`` (a new parent)."""
         self._seq += 1
         uid = f"{self.stack.node_id}.{self._seq}"
-        msg = _Pack(m.gid, op, uid, *payload.topics)
+        msg = Pack(m.gid, op, uid, *payload.topics)
         msg.entries += [*([subject] if subject is not None else []), *payload.entries]
         msg.values += payload.values
         self._seen_rumor(uid, 1)
         return self._spread(m, msg, now, exclude=subject.node_id if subject is not None else None)
 
-    def _spread(self, m: Membership, msg: _Pack, now: float, exclude: NodeId | None) -> list[Action]:
+    def _spread(self, m: Membership, msg: Pack, now: float, exclude: NodeId | None) -> list[Action]:
         pool = sorted((d for d in m.members.values() if d.node_id != exclude), key=lambda d: d.node_id)
         out: list[Action] = []
         for d in self.rng.sample(pool, min(self.config.sub_fanout, len(pool))):
@@ -1141,7 +1026,7 @@ class Dps(Layer):
             self.rumors.popitem(last=False)
 
     def _on_rumor(self, msg: Signal, now: float) -> list[Action]:
-        r = _Read(msg)
+        r = Reader(msg)
         gid, op, uid = r.t(), r.t(), r.t()
         m = self.groups.get(gid)
         if m is None or not self.epidemic:
@@ -1161,7 +1046,7 @@ class Dps(Layer):
                     m.grandchildren.pop(gone, None)
                 new = r.ref()
                 if contains(m.ref.label, new.label) and new.label.canon() != m.ref.label.canon():
-                    m.children[new.gid] = _merged(m.children.get(new.gid), new, self.config.group_contacts)
+                    m.children[new.gid] = merged(m.children.get(new.gid), new, self.config.group_contacts)
             elif op == "pred":
                 m.parent, m.grandparent = r.ref(), r.maybe()
             else:
@@ -1170,7 +1055,7 @@ class Dps(Layer):
             self._seen_rumor(uid, c)
             return []
         self._seen_rumor(uid, c + 1)
-        fwd = _Pack(*msg.topics)
+        fwd = Pack(*msg.topics)
         fwd.entries += msg.entries
         fwd.values += msg.values
         return self._spread(m, fwd, now, exclude=msg.sender.node_id)
@@ -1184,13 +1069,13 @@ class Dps(Layer):
             m.members.pop(dead, None)
             if m.parent is not None and dead in {d.node_id for d in m.parent.contacts}:
                 rest = [d for d in m.parent.contacts if d.node_id != dead]
-                m.parent = _with_contacts(m.parent, rest) if rest else None
+                m.parent = with_contacts(m.parent, rest) if rest else None
                 if not rest:
                     out += self._reattach(m, now)
             for c in [c for c in m.children.values() if dead in {d.node_id for d in c.contacts}]:
                 rest = [d for d in c.contacts if d.node_id != dead]
                 if rest:
-                    m.children[c.gid] = _with_contacts(c, rest)
+                    m.children[c.gid] = with_contacts(c, rest)
                 else:
                     out += self._adopt(m, c, now)
             owner = self.owners.get(m.tree)
@@ -1203,10 +1088,10 @@ class Dps(Layer):
     # --- introspection --------------------------------------------------------------------------
 
     def counters(self) -> dict[str, int]:
-        led = [m for m in self.groups.values() if self._leads(m)]
+        led = [m for m in self.groups.values() if self.leads(m)]
         return {**self.counts, "groups_led": len(led), "roots_led": sum(isinstance(m.ref.label, Top) for m in led),
                 "members_led": sum(len(m.members) - 1 for m in led),
-                "co_leading": sum(self._backs(m) for m in self.groups.values())}
+                "co_leading": sum(self.backs(m) for m in self.groups.values())}
 
     def links(self) -> set[NodeId]:
         out: set[NodeId] = set()
@@ -1230,41 +1115,13 @@ class Dps(Layer):
     def validate(self) -> None:
         me = self.stack.node_id
         for m in self.groups.values():
-            if not self.epidemic and self._leads(m) and m.subs and me not in m.members:
+            if not self.epidemic and self.leads(m) and m.subs and me not in m.members:
                 raise LocalProtocolError(f"node {me} leads {m.gid} but is not among its members")
             if any(d.node_id == m.ref.leader.node_id for d in m.ref.backups):
                 raise LocalProtocolError(f"{m.gid}: its leader is among its co-leaders")
             for c in m.children.values():
                 if not contains(m.ref.label, c.label) or c.label.canon() == m.ref.label.canon():
                     raise LocalProtocolError(f"child {c.gid} of {m.gid}: label not properly contained")
-
-
-def _without(r: GroupRef, node: NodeId) -> GroupRef:
-    """``r`` with ``node`` no longer among its co-leaders (its leader stays as it is)."""
-    return GroupRef(r.gid, r.label, r.seq, r.leader, tuple(d for d in r.backups if d.node_id != node), r.epoch)
-
-
-def _with_contacts(r: GroupRef, contacts: list[Descriptor]) -> GroupRef:
-    return GroupRef(r.gid, r.label, r.seq, contacts[0], tuple(contacts[1:]), r.epoch)
-
-
-def _merged(old: GroupRef | None, new: GroupRef, k: int) -> GroupRef:
-    """Epidemic: ``new``'s contacts first, then ``old``'s, at most ``k``."""
-    seen: dict[NodeId, Descriptor] = {}
-    for d in [*new.contacts, *(old.contacts if old is not None else ())]:
-        seen.setdefault(d.node_id, d)
-    return _with_contacts(new, list(seen.values())[:k])
-
-
-def _created(parent_gid: str, req: int, new: GroupRef, adopted: list[GroupRef]) -> _Pack:
-    p = _Pack(parent_gid).v(req).ref(new).v(len(adopted))
-    p.topics += [c.gid for c in adopted]
-    return p
-
-
-def _attr(tree: str) -> tuple[str, Any]:
-    name, _, kind = tree.rpartition(":")
-    return name, kind
 
 
 _HANDLERS = MappingProxyType({
@@ -1276,219 +1133,6 @@ _HANDLERS = MappingProxyType({
     "pong": Dps._on_pong, "takeover": Dps._on_takeover, "reattach": Dps._on_reattach,
     "shuffle": Dps._on_shuffle, "rumor": Dps._on_rumor,
 })
-
-
-class DpsRoute(Dissemination):
-    """Publication routing over the groups (spec §4.4.2, §4.5, §4.6.3)."""
-
-    name = "dps-route"
-
-    def __init__(self, layer: Dps, config: DpsConfig) -> None:
-        self.layer, self.config = layer, config
-        self._parsed: OrderedDict[str, dict[str, Value]] = OrderedDict()
-        self.forwards: OrderedDict[tuple[str, str], int] = OrderedDict()
-        """Epidemic: how often this node gossiped each event inside each group."""
-
-    def attrs(self, event: EventMsg) -> dict[str, Value]:
-        found = self._parsed.get(event.topic)
-        if found is None:
-            try:
-                found = parse_event(event.topic)
-            except ValueError as e:
-                raise RemoteProtocolError(f"event {event.event_id}: {e}") from None
-            self._parsed[event.topic] = found
-            if len(self._parsed) > 4096:
-                self._parsed.popitem(last=False)
-        return found
-
-    def subscribes(self, event: EventMsg) -> bool:
-        attrs = self.attrs(event)
-        return any(p.sub.matches(attrs) for p in self.layer.subs.values())
-
-    def check_publish(self, topic: Topic) -> None:
-        try:
-            parse_event(topic)
-        except ValueError as e:
-            raise LocalProtocolError(f"publish {topic!r}: {e}") from None
-
-    def targets(self, event: EventMsg, sender: NodeId | None) -> list[Descriptor]:
-        out: dict[NodeId, Descriptor] = {}
-        layer, me = self.layer, self.stack.node_id
-        for name, v in self.attrs(event).items():
-            tree = tree_key(name, value_type(v))
-            mine = [m for m in layer.groups.values() if m.tree == tree]
-            seen: set[str] = set()
-            if sender is not None:
-                for m in mine:
-                    out.update((d.node_id, d) for d in self._arrived(m, v, event, sender, seen))
-                continue
-            # the publisher
-            if tree not in layer.owners:
-                layer.held.setdefault(tree, []).append(event)
-                continue
-            if self.config.traversal == "root" or not mine:
-                root = layer.owners[tree]
-                out[root.node_id] = root
-                for m in mine:  # the root's copy would come back to a group led here as a duplicate
-                    if layer._leads(m):
-                        out.update((d.node_id, d) for d in self._route(m, v, event, True, None, seen))
-                continue
-            led = sorted((m for m in mine if layer._leads(m)), key=lambda m: m.gid)
-            # every group led here starts (a copy coming back would be a duplicate), else its own group's leader
-            for m in led or [min(mine, key=lambda m: (not matches(m.ref.label, v), m.gid))]:
-                out.update((d.node_id, d) for d in self._route(m, v, event, False, None, seen))
-        out.pop(me, None)
-        if sender is not None:
-            out.pop(sender, None)
-        return list(out.values())
-
-    def _arrived(self, m: Membership, v: Value, event: EventMsg, sender: NodeId, seen: set[str]) -> list[Descriptor]:
-        """A copy from ``sender`` at group ``m`` led here: from its parent, from one of its
-        children, from a member (its publication), or by way of another group: then it goes
-        down only (a later copy from the parent would be a duplicate; the group is on the
-        traversal's path exactly when its label matches, every ancestor's label containing it)."""
-        layer = self.layer
-        if m.ref.leader.node_id == sender:
-            m.heard = self.stack.now
-        if not layer._leads(m):
-            return []  # a member (a stand-in is told to take over before a copy is sent to it)
-        # a neighbouring group's copy comes from its leader, or an acting co-leader (epidemic: any
-        # contact); a leader-based publisher routes only the groups it leads
-        own = not layer.epidemic and sender == event.publisher
-
-        def via(r: GroupRef) -> bool:
-            return sender == r.leader.node_id if own else any(d.node_id == sender for d in r.contacts)
-
-        from_parent = m.parent is not None and via(m.parent)
-        child = next((c.gid for c in m.children.values() if via(c)), None)
-        if not from_parent and child is None:
-            if sender in m.members and layer.epidemic:  # gossip inside the group: no further (ENTRY_ONLY)
-                return self._gossip(m, v, event, sender)
-            from_parent = sender not in m.members
-        return self._route(m, v, event, from_parent, child, seen, sender)
-
-    def _gossip(self, m: Membership, v: Value, event: EventMsg, sender: NodeId | None) -> list[Descriptor]:
-        """Epidemic: ``fanout`` random members of ``m``, if its label matches, unless this node
-        loses interest: it gossips a copy after c earlier forwards with probability p0 / (1 + c)."""
-        if not matches(m.ref.label, v):
-            return []
-        key = (event.event_id, m.gid)
-        c = self.forwards.get(key, 0)
-        if c >= self.config.max_forwards or self.layer.rng.random() >= self.config.p0 / (1 + c):
-            return []
-        self.forwards[key] = c + 1
-        self.forwards.move_to_end(key)
-        if len(self.forwards) > self.config.seen_capacity:
-            self.forwards.popitem(last=False)
-        pool = sorted(d for d in m.members if d not in (sender, event.publisher))
-        return [m.members[d] for d in self.layer.rng.sample(pool, min(self.config.fanout, len(pool)))]
-
-    def duplicate_targets(self, event: EventMsg, sender: NodeId) -> list[Descriptor]:
-        if not self.layer.epidemic:
-            return []
-        out: dict[NodeId, Descriptor] = {}
-        for name, v in self.attrs(event).items():
-            tree = tree_key(name, value_type(v))
-            for m in self.layer.groups.values():
-                if m.tree == tree and sender in m.members:
-                    out.update((d.node_id, d) for d in self._gossip(m, v, event, sender))
-        out.pop(sender, None)
-        return list(out.values())
-
-    def _next(self, r: GroupRef, n: int) -> list[Descriptor]:
-        """Who in group ``r`` gets a copy from a neighbouring group: its leader, or (epidemic)
-        ``n`` of its contacts."""
-        if not self.layer.epidemic:
-            return [r.leader]
-        return self.layer.rng.sample(list(r.contacts), min(n, len(r.contacts)))
-
-    def _route(self, m: Membership, v: Value, event: EventMsg, from_parent: bool, from_child: str | None,
-               seen: set[str], sender: NodeId | None = None) -> list[Descriptor]:
-        """Where group ``m`` sends the event: its members and matching children if its label
-        matches, and up to its parent (generic, unless it came from there). A neighbouring
-        group led by this node too is routed here at once."""
-        if m.gid in seen:
-            return []
-        seen.add(m.gid)
-        layer, me = self.layer, self.stack.node_id
-        if not layer._leads(m):  # a member passes its own publication to its leader
-            return [m.ref.leader]
-        if m.blocked_until is not None:
-            m.buffered.append((sender if sender is not None else me, event))
-            layer.counts["buffered"] += 1
-            return []
-        out: list[Descriptor] = []
-        fan = self.config.next_fanout if sender is None or sender == event.publisher else 1  # the tree-entry node: k'
-        if matches(m.ref.label, v):
-            if layer.epidemic:
-                out += self._gossip(m, v, event, sender)
-            else:
-                out += [d for d in m.members.values() if d.node_id != event.publisher]
-            for c in m.children.values():
-                if c.gid != from_child and (matches(c.label, v) or not self.config.parent_side_filter):
-                    led = layer._led(c.gid)
-                    out += self._route(led, v, event, True, None, seen) if led is not None else self._next(c, fan)
-        if self.config.traversal == "generic" and not from_parent and m.parent is not None:
-            led = layer._led(m.parent.gid)
-            out += self._route(led, v, event, False, m.gid, seen) if led is not None else self._next(m.parent, fan)
-        return out
-
-    def on_send_failed(self, dst: NodeId, event: EventMsg, now: float) -> list[Action]:
-        """An event copy could not be handed to ``dst``: the groups that referred to it are
-        repaired (``Dps.suspect``) and the copy goes to whoever stands in: the group's new or
-        acting leader, the children of a child group that is gone, or (at a publisher whose
-        root's leader is gone) the root as located again."""
-        layer, attrs = self.layer, self.attrs(event)
-        was: list[tuple[Membership, str, set[str]]] = []
-        gossiped = [m for m in layer.groups.values() if layer.epidemic and dst in m.members]
-        for m in layer.groups.values():
-            if m.ref.leader.node_id == dst:
-                was.append((m, m.gid, set()))
-            if m.parent is not None and dst in {d.node_id for d in m.parent.contacts}:
-                was.append((m, m.parent.gid, set()))
-            was += [(m, c.gid, set(m.children)) for c in m.children.values() if dst in {d.node_id for d in c.contacts}]
-        lost_root = [t for t, d in layer.owners.items() if d.node_id == dst and event.publisher == self.stack.node_id]
-        out = layer.suspect(dst, now)
-        to: dict[NodeId, Descriptor] = {}
-        for m, gid, children_before in was:
-            now_ref = next((r for r in (m.ref, m.parent, m.children.get(gid)) if r is not None and r.gid == gid), None)
-            if now_ref is not None:
-                d = layer._pick(now_ref)
-                to[d.node_id] = d
-                continue
-            v = attrs.get(_attr(m.tree)[0])
-            for c in m.children.values():  # adopted from a child group that is gone
-                if c.gid not in children_before and v is not None and matches(c.label, v):
-                    to[c.leader.node_id] = c.leader
-        for m in gossiped:  # epidemic: another member instead
-            pool = sorted(set(m.members) - {event.publisher})
-            if pool:
-                d = m.members[layer.rng.choice(pool)]
-                to[d.node_id] = d
-        for tree in lost_root:
-            if tree not in layer.owners:
-                layer.held.setdefault(tree, []).append(event)
-                out += layer._locate(tree, now, create=False)
-        for k in (dst, self.stack.node_id):
-            to.pop(k, None)
-        return out + [Send(d.node_id, d.addr, event) for d in to.values()]
-
-    def forward_in(self, m: Membership, event: EventMsg, src: NodeId, now: float) -> list[Action]:
-        """An event buffered at a blocked group, sent on once it is unblocked."""
-        me = self.stack.node_id
-        out: dict[NodeId, Descriptor] = {}
-        for n, v in self.attrs(event).items():
-            if tree_key(n, value_type(v)) == m.tree:
-                found = self._route(m, v, event, False, None, set()) if src == me else self._arrived(m, v, event, src, set())
-                out.update((d.node_id, d) for d in found)
-        for k in (me, src):
-            out.pop(k, None)
-        return self.stack.send_copies(event, out.values())
-
-    def send_into(self, tree: str, event: EventMsg, now: float) -> list[Action]:
-        """A held event sent into a tree once it is located (at its root)."""
-        root = self.layer.owners[tree]
-        return self.stack.send_copies(event, [root] if root.node_id != self.stack.node_id else [])
 
 
 def build(me: Descriptor, config: DpsConfig, rng: random.Random, shared: dict[str, Any]) -> Stack:
