@@ -41,7 +41,7 @@ class DpsAnalysis(ProtocolAnalysis):
 
     def add_timeline(self, rows: list[dict]) -> None:
         self.downs = sorted((r["t_ns"], 1 if r["kind"] in ("crash", "leave") else -1)
-                            for r in rows if r.get("kind") in ("crash", "leave", "join"))
+                            for r in rows if r.get("kind") in ("crash", "leave", "join") and not r.get("initial"))
 
     def add_events(self, rows: list[dict]) -> None:
         self.events = rows
@@ -69,7 +69,7 @@ class DpsAnalysis(ProtocolAnalysis):
             "false_positive_pct": statistics.fmean(false_pos),
             "reduction_vs_broadcast_pct": 100 - statistics.fmean(contacted),
         }
-        if self.downs:
+        if any(s > 0 for _, s in self.downs):
             out.update(self._under_crashes(events))
         if self.stats:
             c = {r["node"]: r.get("counters", {}) for r in self.stats}

@@ -359,7 +359,8 @@ def test_the_analysis_takes_shares_of_the_live_nodes_and_delivery_per_100_steps_
 
     a = DpsAnalysis({"nodes": 10, "cycle_s": 0.2}, {})
     s = 1_000_000_000
-    a.add_timeline([{"kind": "crash", "node": 3, "t_ns": 5 * s}, {"kind": "crash", "node": 4, "t_ns": 25 * s}])
+    a.add_timeline([{"kind": "join", "node": 3, "t_ns": 0, "initial": True},
+                    {"kind": "crash", "node": 3, "t_ns": 5 * s}, {"kind": "crash", "node": 4, "t_ns": 25 * s}])
     a.add_events([  # t0 (s), expected, delivered, receivers (the publisher among them)
         {"t0_ns": t * s, "expected": x, "delivered": d, "receivers": r}
         for t, x, d, r in [(0, 4, 4, 6), (10, 4, 3, 4), (30, 2, 1, 4), (50, 2, 2, 3)]])
@@ -420,3 +421,13 @@ def test_a_child_group_its_parent_lost_track_of_reattaches_at_the_next_probe(com
     publish_each(sim, 26, [(3, format_event({"a": 9}))] * 4)
     sim.run_until(30)
     assert all(2 in who for who in delivered_to(sim, 26).values()) and len(delivered_to(sim, 26)) == 4
+
+
+def test_the_analysis_of_a_run_without_crashes_has_no_crash_metrics():
+    from analysis.protocols.dps import DpsAnalysis
+
+    a = DpsAnalysis({"nodes": 4, "cycle_s": 0.2}, {})
+    a.add_timeline([{"kind": "join", "node": i, "t_ns": 0, "initial": True} for i in range(4)])
+    a.add_events([{"t0_ns": 10, "expected": 2, "delivered": 2, "receivers": 3}])
+    m = a.metrics([])
+    assert m["matching_pct"] == 50 and "delivered_by_window" not in m
