@@ -87,6 +87,10 @@ concurrently: both stay, siblings that each receive what matches, spec §4.6.2's
 case), ``decay_mode: hop``, ``down_mode: all_receivers``, a tree whose root group lost every
 member (its children have nowhere to reattach), and a crashed seed.
 
+Modules: this one holds the config and the layer (tree location, membership, maintenance,
+healing); ``dps_groups`` the group references and the signal fields that carry them;
+``dps_route`` the publication routing (the stack's dissemination rule).
+
 Invariants (``validate``): a group this node leads lists it as leader and member; every child's
 label is properly contained in its group's label (the safety invariant pruning relies on).
 """
