@@ -884,16 +884,23 @@ class Dps(Layer):
         """A contact of the parent group is gone: its co-leader stands in, or, with the whole
         group gone, ``m`` reattaches to its grandparent (spec §4.7.1 step 4)."""
         assert m.parent is not None
-        parent = without(m.parent, dead)
-        if parent.leader.node_id != dead:
-            m.parent = parent
-            return []
-        live = [d for d in parent.backups if self._alive(d.node_id, now)]
-        if live:
-            m.parent = GroupRef(parent.gid, parent.label, parent.seq, live[0], tuple(live[1:]), parent.epoch)
-            return self._send(live[0], "takeover", now, Pack(parent.gid).v(parent.epoch))
-        m.parent = None
-        return self._reattach(m, now)
+        m.parent, stood_in = self._stand_in(m.parent, dead, now)
+        if m.parent is None:
+            return self._reattach(m, now)
+        return self._takeover(m.parent, now) if stood_in else []
+
+    def _stand_in(self, r: GroupRef, dead: NodeId, now: float) -> tuple[GroupRef | None, bool]:
+        """Neighbouring group ``r`` without ``dead``, and whether its first live co-leader now
+        stands in for a dead leader (to be told, ``_takeover``, once the ref is stored); None
+        when no contact is left."""
+        r = without(r, dead)
+        if r.leader.node_id != dead:
+            return r, False
+        live = [d for d in r.backups if self._alive(d.node_id, now)]
+        return (with_contacts(r, live), True) if live else (None, False)
+
+    def _takeover(self, r: GroupRef, now: float) -> list[Action]:
+        return self._send(r.leader, "takeover", now, Pack(r.gid).v(r.epoch))
 
     def _reattach(self, m: Membership, now: float) -> list[Action]:
         """An orphaned group asks its grandparent, else the tree's root, to take it as a child
@@ -924,14 +931,10 @@ class Dps(Layer):
     def _child_lost(self, m: Membership, c: GroupRef, dead: NodeId, now: float) -> list[Action]:
         """A contact of child group ``c`` is gone: its co-leader stands in, or, with the whole
         group gone, its children become ``m``'s (spec §4.7.1 step 3)."""
-        c2 = without(c, dead)
-        if c2.leader.node_id != dead:
+        c2, stood_in = self._stand_in(c, dead, now)
+        if c2 is not None:
             m.children[c.gid] = c2
-            return []
-        live = [d for d in c2.backups if self._alive(d.node_id, now)]
-        if live:
-            m.children[c.gid] = GroupRef(c.gid, c.label, c.seq, live[0], tuple(live[1:]), c.epoch)
-            return self._send(live[0], "takeover", now, Pack(c.gid).v(c.epoch))
+            return self._takeover(c2, now) if stood_in else []
         return self._adopt(m, c, now) + self._changed(m, now)
 
     def _adopt(self, m: Membership, c: GroupRef, now: float) -> list[Action]:
