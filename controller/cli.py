@@ -28,6 +28,7 @@ from pathlib import Path
 
 from node.plugins import PluginError, load_plugins
 
+from .config import ContentWorkload as ContentWorkloadConfig
 from .config import Experiment, ExperimentError, check_data_files, dump_experiment, experiment_schema, load_experiment
 from .progress import console
 from .workloads import PlanError
@@ -205,6 +206,8 @@ def cmd_workload(args) -> int:
     subs = workloads.render(exp)
     report = workloads.describe(subs, random.Random(f"{exp.seed}:describe"))
     report["link_sharing"] = workloads.link_sharing(subs)
+    if isinstance(exp.workload, ContentWorkloadConfig):
+        report["content"] = _content_shares(exp, subs)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -225,7 +228,28 @@ def cmd_workload(args) -> int:
                       f"{sharing['distinct_per_link']:.3f} over {sharing['target_links']} links "
                       f"({sharing['distinct_per_node']:.1f} distinct per node); by subscriptions: "
                       + ", ".join(f"{b['subscriptions_from']}+ {b['distinct_per_link']:.2f}" for b in sharing["by_subscriptions"]))
+    if "content" in report:
+        c = report["content"]
+        console.print(f"content over the plan's {c['events']} events: matching {c['matching_pct']:.2f}% of subscriptions, "
+                      f"contacted floor {c['contacted_floor_pct']:.2f}% (join attribute drawn at random; "
+                      f"the paper's Table 1: {c['paper_matching_pct']} / {c['paper_contacted_pct']})")
     return 0
+
+
+def _content_shares(exp, subs) -> dict:
+    """Matching and the contacted floor (controller/content_workloads.py) of the plan's
+    subscriptions against the plan's events, per subscription."""
+    from node.core.content import parse_event, parse_filter
+
+    from . import content_workloads, plans
+
+    filters = [parse_filter(f) for s in subs for f in sorted(s)]
+    events = [parse_event(t) for t in plans.publication_slots(exp, subs)[1]]
+    name = exp.workload.name
+    return {"events": len(events), "matching_pct": content_workloads.matching_pct(filters, events),
+            "contacted_floor_pct": content_workloads.contacted_floor_pct(filters, events),
+            "paper_matching_pct": content_workloads.PAPER_MATCHING_PCT[name],
+            "paper_contacted_pct": content_workloads.PAPER_CONTACTED_PCT[name]}
 
 
 HEADLINE = ("run_id", "backend", "protocol", "seed", "nodes", "topics", "events", "hit_ratio",

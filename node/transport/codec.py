@@ -42,6 +42,11 @@ class Incoming(NamedTuple):
     trace: TraceIds = NO_TRACE
 
 MAX_ENTRIES = 256
+"""Most descriptors in a gossip message or a join's contacts."""
+MAX_SIGNAL_ITEMS = 16_384
+"""Most descriptors, and most values, in one signal: a DPS leader's state for its co-leaders
+lists every member of its group and every child group (a stock-workload group at 10,000 nodes
+has over 600 members); MAX_MESSAGE_BYTES bounds a signal's bytes all the same."""
 MAX_TOPICS = 16_384
 """Most topics in one profile. Social workloads are heavy-tailed: the 10,000-node Twitter-like
 workload has a subscriber to 4,334 topics (a 77 KB profile with priorities), and a VICINITY
@@ -124,9 +129,9 @@ def _sender(pb: Any, what: str) -> Descriptor:
     return descriptor_from_pb(pb.sender)
 
 
-def _entries(pb: Any) -> tuple[Descriptor, ...]:
-    if len(pb.entries) > MAX_ENTRIES:
-        raise RemoteProtocolError(f"message with {len(pb.entries)} entries (limit {MAX_ENTRIES})")
+def _entries(pb: Any, limit: int = MAX_ENTRIES) -> tuple[Descriptor, ...]:
+    if len(pb.entries) > limit:
+        raise RemoteProtocolError(f"message with {len(pb.entries)} entries (limit {limit})")
     return tuple(descriptor_from_pb(d) for d in pb.entries)
 
 
@@ -154,10 +159,10 @@ def signal_to_pb(m: Signal, sender: int = 0, trace: TraceIds = NO_TRACE) -> peer
 def signal_from_pb(pb: peer_pb2.SignalMessage) -> Signal:
     if not pb.layer or not pb.kind:
         raise RemoteProtocolError("signal without a layer or a kind")
-    if len(pb.topics) > MAX_TOPICS or len(pb.values) > MAX_ENTRIES:
+    if len(pb.topics) > MAX_TOPICS or len(pb.values) > MAX_SIGNAL_ITEMS:
         raise RemoteProtocolError(f"signal with {len(pb.topics)} topics, {len(pb.values)} values")
     _check_names(pb.layer, pb.kind, *pb.topics)
-    return Signal(pb.layer, pb.kind, _sender(pb, "signal"), _entries(pb), tuple(pb.topics), tuple(pb.values))
+    return Signal(pb.layer, pb.kind, _sender(pb, "signal"), _entries(pb, MAX_SIGNAL_ITEMS), tuple(pb.topics), tuple(pb.values))
 
 
 def event_to_pb(m: EventMsg, sender: int, trace: TraceIds = NO_TRACE) -> peer_pb2.EventMessage:

@@ -81,11 +81,20 @@ def test_invalid_gossip_is_a_remote_error(pb):
     peer_pb2.SignalMessage(kind="k", sender=peer_pb2.NodeDescriptor()),      # no layer
     peer_pb2.SignalMessage(layer="l", sender=peer_pb2.NodeDescriptor()),     # no kind
     peer_pb2.SignalMessage(layer="l", kind="k"),                             # no sender
-    peer_pb2.SignalMessage(layer="l", kind="k", sender=peer_pb2.NodeDescriptor(), values=[1] * (codec.MAX_ENTRIES + 1)),
+    peer_pb2.SignalMessage(layer="l", kind="k", sender=peer_pb2.NodeDescriptor(), values=[1] * (codec.MAX_SIGNAL_ITEMS + 1)),
+    peer_pb2.SignalMessage(layer="l", kind="k", sender=peer_pb2.NodeDescriptor(),
+                           entries=[peer_pb2.NodeDescriptor()] * (codec.MAX_SIGNAL_ITEMS + 1)),
 ])
 def test_invalid_signal_is_a_remote_error(pb):
     with pytest.raises(RemoteProtocolError):
         codec.signal_from_pb(pb)
+
+
+def test_a_signal_carries_a_large_groups_state():
+    """A DPS leader's state for its co-leaders: more members than a gossip message may carry."""
+    pb = peer_pb2.SignalMessage(layer="dps", kind="sync", sender=peer_pb2.NodeDescriptor(node_id=1),
+                                entries=[peer_pb2.NodeDescriptor(node_id=i) for i in range(2000)], values=[1] * 2000)
+    assert len(codec.signal_from_pb(pb).entries) == 2000
 
 
 @pytest.mark.parametrize("pb", [
