@@ -86,7 +86,7 @@ class DpsAnalysis(ProtocolAnalysis):
                 "groups": sum(v.get("dps.groups_led", 0) - v.get("dps.roots_led", 0) for v in c.values()),
                 "subscription_retries": sum(v.get("dps.retries", 0) for v in c.values()),
                 "healing": {k: sum(v.get(f"dps.{k}", 0) for v in c.values())
-                            for k in ("suspected", "takeovers", "promoted", "reattached", "adopted", "resubscribed")},
+                            for k in ("suspected", "takeovers", "promoted", "reattached", "adopted", "resubscribed", "repaired")},
                 "root_load": {
                     "root_leaders": roots,
                     "events_received_share": [received[k] / len(events) for k in roots],

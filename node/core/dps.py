@@ -197,6 +197,10 @@ class DpsConfig:
     """Epidemic: contacts kept per neighbouring group (spec K)."""
     root_replicas: int = 3
     """Epidemic: members of a root group, its owner and routers (spec ROOT_REPLICAS)."""
+    repair_window_steps: int = 0
+    """Epidemic (not in the paper; 0 = off): each shuffle carries the ids of the events the
+    sender has seen in that group over this many steps, and the partner sends it those it has
+    and the sender lacks (anti-entropy: what rumour mongering misses is repaired)."""
 
     __pydantic_config__ = {"extra": "forbid"}
 
@@ -205,8 +209,9 @@ class DpsConfig:
                                     self.locate_retry_steps, self.tree_contacts, self.seen_capacity,
                                     self.fd_min_steps, self.silence_steps, self.fanout, self.next_fanout,
                                     self.sub_fanout, self.max_forwards, self.view_size, self.group_contacts,
-                                    self.root_replicas) < 1 or self.co_leaders < 0 or not 0 < self.p0 <= 1:
-            raise ValueError("step_ms must be positive, p0 in (0, 1], co_leaders at least 0 and every other count and timeout at least 1")
+                                    self.root_replicas) < 1 or min(self.co_leaders, self.repair_window_steps) < 0 or not 0 < self.p0 <= 1:
+            raise ValueError("step_ms must be positive, p0 in (0, 1], co_leaders and repair_window_steps at least 0 "
+                             "and every other count and timeout at least 1")
         if self.fd_max_steps < self.fd_min_steps:
             raise ValueError("fd_max_steps must be at least fd_min_steps")
 
@@ -247,7 +252,7 @@ class Dps(Layer):
         self._req = 0
         self._seq = 0
         self.counts = dict.fromkeys(("retries", "pub_tree_missing", "stale", "buffered", "suspected", "takeovers",
-                                     "promoted", "reattached", "adopted", "resubscribed"), 0)
+                                     "promoted", "reattached", "adopted", "resubscribed", "repaired"), 0)
         self.route: DpsRoute  # the stack's rule, set by ``build``: where held and buffered events go
 
     @property
@@ -468,7 +473,7 @@ class Dps(Layer):
         seq = int(now * 1000) * 1_000_000 + self.stack.node_id
         gid = f"{tree}:{label.canon()}@{self.stack.node_id}.{self._seq}"
         m = Membership(GroupRef(gid, label, seq, self.me), tree, members={} if self.epidemic else {self.stack.node_id: self.me},
-                       parent=parent, children={c.gid: c for c in children})
+                       parent=parent, children={c.gid: c for c in children}, joined=now)
         self.groups[gid] = m
         return m
 
@@ -562,7 +567,7 @@ class Dps(Layer):
             return []
         m = self.groups.get(group.gid)
         if m is None:
-            m = self.groups[group.gid] = Membership(group, tree, heard=now)
+            m = self.groups[group.gid] = Membership(group, tree, heard=now, joined=now)
             if self.epidemic:
                 m.ref = GroupRef(group.gid, group.label, group.seq, self.me)
                 m.parent, m.children = parent, {c.gid: c for c in children}
@@ -972,7 +977,7 @@ class Dps(Layer):
         for m in list(self.groups.values()):
             if m.members:
                 partner = self.rng.choice(sorted(m.members.values(), key=lambda d: d.node_id))
-                mine = Pack(m.gid).v(0)
+                mine = self.route.digest(m, now, reply=False)
                 mine.entries += [self.me, *self._sample(m, self.config.view_size // 2 - 1)]
                 out += self._send(partner, "shuffle", now, mine)
             if m.parent is not None:
@@ -998,11 +1003,11 @@ class Dps(Layer):
         if m is None or not self.epidemic:
             self.counts["stale"] += 1
             return []
-        out: list[Action] = []
+        out = self.route.repair(m, msg, now)
         if msg.values[0] == 0:  # a request: answered with a sample taken before the merge
-            reply = Pack(m.gid).v(1)
+            reply = self.route.digest(m, now, reply=True)
             reply.entries += self._sample(m, self.config.view_size // 2)
-            out = self._send(msg.sender, "shuffle", now, reply)
+            out += self._send(msg.sender, "shuffle", now, reply)
         for d in msg.entries:
             self._add_member(m, d)
         return out

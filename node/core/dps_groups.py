@@ -121,6 +121,8 @@ class Membership:
     tree is rejoined when a whole neighbouring group is lost."""
     heard: float = 0.0
     """A member: when it last heard from its group."""
+    joined: float = 0.0
+    """When this node joined the group or created it (epidemic repair: no older event is sent it)."""
     blocked_until: float | None = None
     block_req: int = 0
     buffered: list[tuple[NodeId, Message]] = field(default_factory=list)

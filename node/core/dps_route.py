@@ -8,9 +8,9 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from .content import Value, matches, parse_event, value_type
-from .dps_groups import GroupRef, Membership, tree_attr, tree_key
+from .dps_groups import GroupRef, Membership, Pack, tree_attr, tree_key
 from .stack import Dissemination
-from .types import Action, Descriptor, EventMsg, LocalProtocolError, NodeId, RemoteProtocolError, Send, Topic
+from .types import Action, Descriptor, EventMsg, LocalProtocolError, NodeId, RemoteProtocolError, Send, Signal, Topic
 
 if TYPE_CHECKING:
     from .dps import Dps, DpsConfig
@@ -26,6 +26,9 @@ class DpsRoute(Dissemination):
         self._parsed: OrderedDict[str, dict[str, Value]] = OrderedDict()
         self.forwards: OrderedDict[tuple[str, str], int] = OrderedDict()
         """Epidemic: how often this node gossiped each event inside each group."""
+        self.recent: OrderedDict[str, tuple[EventMsg, float]] = OrderedDict()
+        """Epidemic repair: the events this node published or received over the repair window,
+        with when (first copies, in arrival order)."""
 
     def attrs(self, event: EventMsg) -> dict[str, Value]:
         found = self._parsed.get(event.topic)
@@ -52,6 +55,8 @@ class DpsRoute(Dissemination):
     def targets(self, event: EventMsg, sender: NodeId | None) -> list[Descriptor]:
         out: dict[NodeId, Descriptor] = {}
         layer, me = self.layer, self.stack.node_id
+        if self.config.repair_window_steps and layer.epidemic:
+            self.recent[event.event_id] = (event, self.stack.now)
         for name, v in self.attrs(event).items():
             tree = tree_key(name, value_type(v))
             mine = [m for m in layer.groups.values() if m.tree == tree]
@@ -169,6 +174,43 @@ class DpsRoute(Dissemination):
         if self.config.traversal == "generic" and not from_parent and m.parent is not None:
             led = layer.led(m.parent.gid)
             out += self._route(led, v, event, False, m.gid, seen) if led is not None else self._next(m.parent, fan)
+        return out
+
+    # --- epidemic repair (``repair_window_steps``) ------------------------------------------------
+
+    def _in_window(self, m: Membership, now: float) -> list[tuple[EventMsg, float]]:
+        """The events seen over the repair window whose value on ``m``'s tree matches its label."""
+        horizon = now - self.config.repair_window_steps * self.config.step_s
+        while self.recent and next(iter(self.recent.values()))[1] < horizon:
+            self.recent.popitem(last=False)
+        name, kind = tree_attr(m.tree)
+        out = []
+        for event, t in self.recent.values():
+            v = self.attrs(event).get(name)
+            if v is not None and value_type(v) == kind and matches(m.ref.label, v):
+                out.append((event, t))
+        return out
+
+    def digest(self, m: Membership, now: float, reply: bool) -> Pack:
+        """A shuffle of group ``m``: with repair on, the ids of the events seen in it over the
+        window and how long (ms) this node has been a member."""
+        if not self.config.repair_window_steps:
+            return Pack(m.gid).v(int(reply))
+        ids = [e.event_id for e, _ in self._in_window(m, now)]
+        return Pack(m.gid, *ids).v(int(reply), int(1000 * (now - m.joined)))
+
+    def repair(self, m: Membership, shuffle: Signal, now: float) -> list[Action]:
+        """The events of group ``m`` seen here at least a step ago, since the shuffle's sender
+        joined, that its digest does not list: sent to it."""
+        if not self.config.repair_window_steps or len(shuffle.values) < 2:
+            return []
+        have, since = set(shuffle.topics[1:]), now - shuffle.values[1] / 1000
+        late = [e for e, t in self._in_window(m, now)
+                if e.event_id not in have and since <= t <= now - self.config.step_s and e.publisher != shuffle.sender.node_id]
+        self.layer.counts["repaired"] += len(late)
+        out: list[Action] = []
+        for e in late:
+            out += self.stack.send_copies(e, [shuffle.sender])
         return out
 
     def on_send_failed(self, dst: NodeId, event: EventMsg, now: float) -> list[Action]:

@@ -49,7 +49,7 @@ def receivers(sim: Simulation) -> dict[str, set[int]]:
     return out
 
 
-def topic_run(traversal: str, n=60, topics=6, per_node=2, events=40, **params):
+def topic_run(traversal: str, n=60, topics=6, per_node=2, events=40, end_s=25, **params):
     rng = random.Random(7)
     names = [f"t{i}" for i in range(topics)]
     subs = [rng.sample(names, per_node) for _ in range(n)]
@@ -61,8 +61,22 @@ def topic_run(traversal: str, n=60, topics=6, per_node=2, events=40, **params):
         topic = rng.choice(subs[p])
         published.append((p, topic))
         sim.call_at(15 + 0.1 * k, lambda p=p, t=topic: sim.publish(p, t, b"x"))
-    sim.run_until(25)
+    sim.run_until(end_s)
     return sim, subs, published
+
+
+def topic_delivery(sim: Simulation, subs: list[list[str]]) -> tuple[int, int, set[int]]:
+    """(expected, delivered, nodes that received an event they do not subscribe to)."""
+    got = receivers(sim)
+    expected = delivered = 0
+    others: set[int] = set()
+    for s in spans(sim):
+        if s["name"] == "publish":
+            want = {i for i, ts in enumerate(subs) if s["topic"] in ts} - {s["node"]}
+            expected += len(want)
+            delivered += len(want & got.get(s["event_id"], set()))
+            others |= got.get(s["event_id"], set()) - want - {s["node"]}
+    return expected, delivered, others
 
 
 @pytest.mark.parametrize("traversal", ["root", "generic"])
@@ -185,17 +199,25 @@ def test_epidemic_topic_groups_gossip_events_to_their_members_and_to_nobody_else
     reaches most members (the paper's k = 2 curve is for game-zone groups of a few members,
     where the content test above delivers all); only the root's replicas relay."""
     sim, subs, published = topic_run(traversal, comm="epidemic")
-    got = receivers(sim)
     root = {i for i, core in sim.nodes.items() for m in core.layers[LAYER].groups.values() if m.ref.label.canon() == "top"}
     assert len(root) == 3  # the owner and two routers (root_replicas)
-    expected = delivered = 0
-    for s in spans(sim):
-        if s["name"] == "publish":
-            want = {i for i, ts in enumerate(subs) if s["topic"] in ts} - {s["node"]}
-            expected += len(want)
-            delivered += len(want & got.get(s["event_id"], set()))
-            assert got.get(s["event_id"], set()) - want <= root | {s["node"]}
-    assert delivered / expected >= 0.85
+    expected, delivered, others = topic_delivery(sim, subs)
+    assert others <= root and delivered / expected >= 0.85
+
+
+@pytest.mark.parametrize("traversal", ["root", "generic"])
+def test_epidemic_repair_delivers_to_every_member_what_gossip_missed(traversal):
+    """The same groups: without repair gossip misses some members for good; with
+    ``repair_window_steps`` the shuffles' digests bring them every event within the window,
+    and still nobody outside the groups (and the root's replicas) gets one."""
+    plain, subs, _ = topic_run(traversal, comm="epidemic", end_s=35)
+    expected, delivered, _ = topic_delivery(plain, subs)
+    assert delivered < expected
+    sim, subs, _ = topic_run(traversal, comm="epidemic", end_s=35, repair_window_steps=50)
+    root = {i for i, core in sim.nodes.items() for m in core.layers[LAYER].groups.values() if m.ref.label.canon() == "top"}
+    again, repaired, others = topic_delivery(sim, subs)
+    assert again == repaired == expected and others <= root
+    assert sum(core.layers[LAYER].counts["repaired"] for core in sim.nodes.values()) > 0
 
 
 def test_epidemic_members_keep_receiving_when_some_crash():
@@ -375,9 +397,9 @@ def test_the_analysis_takes_shares_of_the_live_nodes_and_delivery_per_100_steps_
     assert m["delivered_after_crashes"] == 1.0 and m["events_after_crashes"] == 1  # t0 >= 25 s + 20 s
 
 
-@pytest.mark.parametrize("comm", ["leader", "epidemic"])
-def test_a_crash_run_is_byte_identical_under_two_hash_seeds(comm, tmp_path):
-    """The self-healing and epidemic paths draw only from the node's seeded generator."""
+@pytest.mark.parametrize("comm, repair", [("leader", 0), ("epidemic", 0), ("epidemic", 50)])
+def test_a_crash_run_is_byte_identical_under_two_hash_seeds(comm, repair, tmp_path):
+    """The self-healing, epidemic and repair paths draw only from the node's seeded generator."""
     import hashlib
     import os
     import subprocess
@@ -389,7 +411,7 @@ def test_a_crash_run_is_byte_identical_under_two_hash_seeds(comm, tmp_path):
 
     exp = yaml.safe_load((ROOT / "experiments/dps-crashes.yaml").read_text())
     exp.pop("sweep")
-    exp["protocol"]["params"]["comm"] = comm
+    exp["protocol"]["params"].update(comm=comm, repair_window_steps=repair)
     exp.update(nodes={"count": 80, "contacts": "seed"}, publications={"count": 20, "rate_per_s": 1, "publisher": "any"},
                phases={"warmup_s": 15, "drain_s": 5})
     exp["churn"]["phases"][0].update(until_s=20, probability=0.2)
