@@ -66,7 +66,8 @@ def attributes(text: str) -> dict[str, Value]:
     return {name: _value(raw) for name, _, raw in _parts(text)}
 
 
-def _holds(p: tuple, v: Value | None) -> bool:
+def holds(p: tuple, v: Value | None) -> bool:
+    """Whether one predicate (``predicates``) holds for a value (None: the event lacks it)."""
     name, kind, test, lo, hi, lo_open, hi_open, s = p
     if v is None or value_type(v) != kind:
         return False
@@ -80,4 +81,4 @@ def _holds(p: tuple, v: Value | None) -> bool:
 def filter_matches(text: str, event: dict[str, Value]) -> bool:
     """Whether an event (``attributes``) matches a filter: every predicate holds (plain Python:
     crosscheck's route)."""
-    return all(_holds(p, event.get(p[0])) for p in predicates(text))
+    return all(holds(p, event.get(p[0])) for p in predicates(text))

@@ -1,11 +1,15 @@
 """DPS Table 1 shares of a content run recounted without Spark, from the plan's filters and the
-spans: `python scripts/dps_recount.py RUN_DIR` (node ids 0..N-1, one filter per node)."""
+spans, and the contacted floor (controller/content_workloads.py) recounted predicate by predicate
+with analysis/filters.py: `python scripts/dps_recount.py RUN_DIR` (node ids 0..N-1, one filter
+per node)."""
 import json
 import sys
+from collections import defaultdict
 
 import numpy as np
 import pyarrow.parquet as pq
 
+from analysis import filters
 from controller.content_workloads import matching_matrix
 from node.core.content import parse_event, parse_filter
 
@@ -33,3 +37,15 @@ for (e, n) in pairs:
 for k, (_, p, _) in enumerate(events):
     match[k, p] = False
 print(f"events {len(events)} matching {100 * match.sum(1).mean() / N:.4f} contacted {100 * contacted.mean() / N:.4f} fp {100 * fp.mean() / N:.4f}")
+
+floor = 0.0
+by_attr = []
+for v in nodes:
+    per: dict[str, list] = defaultdict(list)
+    for p in filters.predicates(subs[v]):
+        per[p[0]].append(p)
+    by_attr.append(list(per.values()))
+for _, _, tp in events:
+    a = filters.attributes(tp)
+    floor += sum(sum(all(filters.holds(p, a.get(p[0])) for p in g) for g in groups) / len(groups) for groups in by_attr)
+print(f"contacted floor {100 * floor / (len(events) * N):.4f}")
