@@ -56,7 +56,7 @@ class DpsRoute(Dissemination):
         out: dict[NodeId, Descriptor] = {}
         layer, me = self.layer, self.stack.node_id
         if self.config.repair_window_steps and layer.epidemic:
-            self.recent[event.event_id] = (event, self.stack.now)
+            self._remember(event)
         for name, v in self.attrs(event).items():
             tree = tree_key(name, value_type(v))
             mine = [m for m in layer.groups.values() if m.tree == tree]
@@ -178,16 +178,21 @@ class DpsRoute(Dissemination):
 
     # --- epidemic repair (``repair_window_steps``) ------------------------------------------------
 
+    def _remember(self, event: EventMsg) -> None:
+        now = self.stack.now
+        self.recent[event.event_id] = (event, now)
+        horizon = now - self.config.repair_window_steps * self.config.step_s
+        while next(iter(self.recent.values()))[1] < horizon:
+            self.recent.popitem(last=False)
+
     def _in_window(self, m: Membership, now: float) -> list[tuple[EventMsg, float]]:
         """The events seen over the repair window whose value on ``m``'s tree matches its label."""
         horizon = now - self.config.repair_window_steps * self.config.step_s
-        while self.recent and next(iter(self.recent.values()))[1] < horizon:
-            self.recent.popitem(last=False)
         name, kind = tree_attr(m.tree)
         out = []
         for event, t in self.recent.values():
             v = self.attrs(event).get(name)
-            if v is not None and value_type(v) == kind and matches(m.ref.label, v):
+            if t >= horizon and v is not None and value_type(v) == kind and matches(m.ref.label, v):
                 out.append((event, t))
         return out
 
