@@ -101,6 +101,7 @@ import random
 from collections import OrderedDict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import islice
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -197,6 +198,11 @@ class DpsConfig:
     """Epidemic: contacts kept per neighbouring group (spec K)."""
     root_replicas: int = 3
     """Epidemic: members of a root group, its owner and routers (spec ROOT_REPLICAS)."""
+    seed_backups: int = 0
+    """Backup seeds (not in the paper, which finds trees by random walks; 0 = none): the seed
+    copies its directory of trees to the first nodes that ask it, up to this many, and names
+    them to every asker; a node that finds its seed gone asks the first live backup, which
+    serves from then on."""
     repair_window_steps: int = 0
     """Epidemic (not in the paper; 0 = off): each shuffle carries the ids of the events the
     sender has seen in that group over this many steps, and the partner sends it those it has
@@ -209,8 +215,9 @@ class DpsConfig:
                                     self.locate_retry_steps, self.tree_contacts, self.seen_capacity,
                                     self.fd_min_steps, self.silence_steps, self.fanout, self.next_fanout,
                                     self.sub_fanout, self.max_forwards, self.view_size, self.group_contacts,
-                                    self.root_replicas) < 1 or min(self.co_leaders, self.repair_window_steps) < 0 or not 0 < self.p0 <= 1:
-            raise ValueError("step_ms must be positive, p0 in (0, 1], co_leaders and repair_window_steps at least 0 "
+                                    self.root_replicas) < 1 \
+                or min(self.co_leaders, self.repair_window_steps, self.seed_backups) < 0 or not 0 < self.p0 <= 1:
+            raise ValueError("step_ms must be positive, p0 in (0, 1], co_leaders, repair_window_steps and seed_backups at least 0 "
                              "and every other count and timeout at least 1")
         if self.fd_max_steps < self.fd_min_steps:
             raise ValueError("fd_max_steps must be at least fd_min_steps")
@@ -245,10 +252,18 @@ class Dps(Layer):
         self.epidemic = config.comm == "epidemic"
         self.rumors: OrderedDict[str, int] = OrderedDict()
         """Epidemic: membership changes seen, and how often this node forwarded each."""
-        # seed state
+        self.backup_seeds: list[Descriptor] = []
+        """Where to locate trees once the seed is gone, in order (``seed_backups``)."""
+        # seed state (a backup's directory is a copy)
         self.directory: dict[str, Descriptor] = {}
         self.granted: dict[str, tuple[NodeId, float]] = {}
         self.recent: dict[str, deque[Descriptor]] = {}
+        self.askers: dict[NodeId, Descriptor] = {}
+        """Nodes heard from, in order (backup seeds are chosen among them)."""
+        self.told: dict[NodeId, int] = {}
+        """The version of ``backup_seeds`` each node heard from was told."""
+        self._backups_version = 0
+        self._greeted = False
         self._req = 0
         self._seq = 0
         self.counts = dict.fromkeys(("retries", "pub_tree_missing", "stale", "buffered", "suspected", "takeovers",
@@ -317,6 +332,9 @@ class Dps(Layer):
     def tick(self, now: float) -> list[Action]:
         out: list[Action] = []
         step = self.config.step_s
+        if self.config.seed_backups and not self._greeted and self.seed is not None and self.seed.node_id != self.stack.node_id:
+            self._greeted = True  # the seed names its backups in return
+            out += self._signal(self.seed, "hello", now)
         for text in sorted(self.stack.me.topics - self.subs.keys()):
             out += self._issue(text, now)
         for text in sorted(self.subs.keys() - self.stack.me.topics):
@@ -402,18 +420,19 @@ class Dps(Layer):
         tree, (req, create) = msg.topics[0], msg.values[:2]
         owner = self.directory.get(tree)
         asker = msg.sender
+        out = self._heard(asker, now)
         if owner is not None:
             recent = self.recent.setdefault(tree, deque(maxlen=self.config.tree_contacts))
             contacts = [d for d in recent if d.node_id != asker.node_id]
             if create:
                 recent.append(asker)
-            return self._signal(asker, "found", now, (tree,), (owner, *contacts), (req,))
+            return out + self._signal(asker, "found", now, (tree,), (owner, *contacts), (req,))
         holder = self.granted.get(tree)
         if holder is not None and holder[0] != asker.node_id:
-            return self._signal(asker, "wait", now, (tree,), (), (req,))
+            return out + self._signal(asker, "wait", now, (tree,), (), (req,))
         if create:
             self.granted[tree] = (asker.node_id, now + self.config.find_timeout_steps * self.config.step_s)
-        return self._signal(asker, "missing", now, (tree,), (), (req, int(create)))
+        return out + self._signal(asker, "missing", now, (tree,), (), (req, int(create)))
 
     def _on_found(self, msg: Signal, now: float) -> list[Action]:
         tree = msg.topics[0]
@@ -465,7 +484,68 @@ class Dps(Layer):
         self.directory[tree] = msg.entries[0]
         self.granted.pop(tree, None)
         self.recent.setdefault(tree, deque(maxlen=self.config.tree_contacts)).append(msg.entries[0])
+        return self._heard(msg.sender, now) + self._copy_directory(now)
+
+    # --- backup seeds (``seed_backups``) ----------------------------------------------------------
+
+    def _heard(self, d: Descriptor, now: float) -> list[Action]:
+        """Serving as the seed, from ``d``: the backups topped up from the nodes heard from (in
+        order), and whoever does not know them yet told who they are."""
+        me = self.stack.node_id
+        if not self.config.seed_backups or d.node_id == me:
+            return []
+        self.seed = self.me  # asked as the seed: any seed before is gone
+        self.askers.setdefault(d.node_id, bare(d))
+        out: list[Action] = []
+        backups = [b for b in self.backup_seeds if b.node_id != me and self._alive(b.node_id, now)]
+        taken = {me, *(b.node_id for b in backups)}
+        more = (a for k, a in self.askers.items() if k not in taken and self._alive(k, now))
+        backups += islice(more, max(0, self.config.seed_backups - len(backups)))
+        tell = [self.askers[d.node_id]]
+        if backups != self.backup_seeds:
+            self.backup_seeds = backups
+            self._backups_version += 1
+            out += self._copy_directory(now)
+            tell = list(self.askers.values())
+        for a in tell:
+            if self.told.get(a.node_id) != self._backups_version:
+                self.told[a.node_id] = self._backups_version
+                out += self._signal(a, "seeds", now, (), backups)
+        return out
+
+    def _on_hello(self, msg: Signal, now: float) -> list[Action]:
+        return self._heard(msg.sender, now)
+
+    def _copy_directory(self, now: float) -> list[Action]:
+        """The directory of trees, to every backup seed."""
+        if not self.config.seed_backups:
+            return []
+        trees = sorted(self.directory)
+        out: list[Action] = []
+        for b in self.backup_seeds:
+            out += self._signal(b, "directory", now, trees, [*(self.directory[t] for t in trees), *self.backup_seeds])
+        return out
+
+    def _on_seeds(self, msg: Signal, now: float) -> list[Action]:
+        self.backup_seeds = list(msg.entries)
         return []
+
+    def _on_directory(self, msg: Signal, now: float) -> list[Action]:
+        if self.seed is not None and self.seed.node_id == self.stack.node_id:
+            self.counts["stale"] += 1  # serving already: its own directory is newer
+            return []
+        n = len(msg.topics)
+        self.directory = dict(zip(msg.topics, msg.entries[:n]))
+        self.backup_seeds = list(msg.entries[n:])
+        return []
+
+    def _seed_lost(self, now: float) -> None:
+        """The seed is gone: the first live backup serves (pending locates are asked again, at
+        the next tick for held events, at their timeouts for subscriptions)."""
+        live = [b for b in self.backup_seeds if self._alive(b.node_id, now)]
+        if live:
+            self.seed = self.me if live[0].node_id == self.stack.node_id else live[0]
+            self.locating.clear()
 
     def _new_group(self, tree: str, label: Constraint, now: float, parent: GroupRef | None = None,
                    children: Iterable[GroupRef] = ()) -> Membership:
@@ -815,7 +895,10 @@ class Dps(Layer):
         return out
 
     def on_send_failed(self, dst: NodeId, msg: Message, now: float) -> list[Action]:
-        return self.suspect(dst, now)
+        out = self.suspect(dst, now)
+        if isinstance(msg, Signal) and msg.kind == "announce" and self.seed is not None and self.seed.node_id != dst:
+            out += self._signal(self.seed, "announce", now, msg.topics, msg.entries)  # to the backup that serves now
+        return out
 
     def suspect(self, dead: NodeId, now: float) -> list[Action]:
         """A send to ``dead`` failed: every group that refers to it is repaired. A lost
@@ -826,6 +909,8 @@ class Dps(Layer):
         if self._alive(dead, now):
             self.counts["suspected"] += 1
         self.suspected[dead] = now
+        if self.seed is not None and self.seed.node_id == dead:
+            self._seed_lost(now)
         if self.epidemic:
             return self._suspect_epidemic(dead, now)
         out: list[Action] = []  # repairs below are no-ops where done already
@@ -1143,7 +1228,8 @@ _HANDLERS = MappingProxyType({
     "create": Dps._on_create, "created": Dps._on_created, "pred_changed": Dps._on_pred_changed,
     "leave": Dps._on_leave, "sync": Dps._on_sync, "leader": Dps._on_leader, "ping": Dps._on_ping,
     "pong": Dps._on_pong, "takeover": Dps._on_takeover, "reattach": Dps._on_reattach,
-    "shuffle": Dps._on_shuffle, "rumor": Dps._on_rumor,
+    "shuffle": Dps._on_shuffle, "rumor": Dps._on_rumor, "seeds": Dps._on_seeds, "directory": Dps._on_directory,
+    "hello": Dps._on_hello,
 })
 
 

@@ -361,6 +361,29 @@ def test_a_router_takes_over_a_crashed_owner_and_publishers_find_the_root_again(
     assert sim.nodes[0].layers[LAYER].directory["a:int"].node_id == new  # the seed knows the new owner
 
 
+@pytest.mark.parametrize("comm", ["leader", "epidemic"])
+def test_with_backup_seeds_a_new_tree_is_created_and_found_after_the_seed_crashed(comm):
+    """Node 0, every node's seed, crashes; then node 4 subscribes on a new attribute and node 3
+    publishes into it. With ``seed_backups`` the first backup holds the directory and serves;
+    without, the tree is never created and node 4 gets nothing."""
+    def after_seed_crash(backups: int):
+        sim = network([[], ["?a>2"], ["?a>5"], ["?a<50"], []], stagger_s=0.5, comm=comm, seed_backups=backups)
+        sim.run_until(10)
+        sim.stop_node(0)
+        sim.call_at(11, lambda: sim.nodes[4].subscribe("?b>1", 11))
+        publish_each(sim, 25, [(3, format_event({"a": 7, "b": 5}))] * 20)
+        sim.run_until(45)
+        return sim, delivered_to(sim, 25)
+
+    sim, got = after_seed_crash(2)
+    assert sum(4 in who for who in got.values()) == 20 and sum(2 in who for who in got.values()) == 20
+    layers = {i: sim.nodes[i].layers[LAYER] for i in sim.alive}
+    serving = [i for i, la in layers.items() if la.seed is not None and la.seed.node_id == i]
+    assert len(serving) == 1 and "b:int" in layers[serving[0]].directory and "a:int" in layers[serving[0]].directory
+    _, got = after_seed_crash(0)
+    assert not any(4 in who for who in got.values())
+
+
 def test_members_of_a_group_whose_leader_and_co_leader_crashed_subscribe_again():
     sim = network([["?a<90"], *[["?a>2"]] * 4, []], stagger_s=0.3)
     sim.run_until(10)
@@ -397,9 +420,10 @@ def test_the_analysis_takes_shares_of_the_live_nodes_and_delivery_per_100_steps_
     assert m["delivered_after_crashes"] == 1.0 and m["events_after_crashes"] == 1  # t0 >= 25 s + 20 s
 
 
-@pytest.mark.parametrize("comm, repair", [("leader", 0), ("epidemic", 0), ("epidemic", 50)])
-def test_a_crash_run_is_byte_identical_under_two_hash_seeds(comm, repair, tmp_path):
-    """The self-healing, epidemic and repair paths draw only from the node's seeded generator."""
+@pytest.mark.parametrize("comm, repair, backups", [("leader", 0, 0), ("epidemic", 0, 0), ("epidemic", 50, 2), ("leader", 0, 2)])
+def test_a_crash_run_is_byte_identical_under_two_hash_seeds(comm, repair, backups, tmp_path):
+    """The self-healing, epidemic, repair and backup-seed paths draw only from the node's seeded
+    generator (with backup seeds, the seed may crash too)."""
     import hashlib
     import os
     import subprocess
@@ -411,10 +435,10 @@ def test_a_crash_run_is_byte_identical_under_two_hash_seeds(comm, repair, tmp_pa
 
     exp = yaml.safe_load((ROOT / "experiments/dps-crashes.yaml").read_text())
     exp.pop("sweep")
-    exp["protocol"]["params"].update(comm=comm, repair_window_steps=repair)
+    exp["protocol"]["params"].update(comm=comm, repair_window_steps=repair, seed_backups=backups)
     exp.update(nodes={"count": 80, "contacts": "seed"}, publications={"count": 20, "rate_per_s": 1, "publisher": "any"},
                phases={"warmup_s": 15, "drain_s": 5})
-    exp["churn"]["phases"][0].update(until_s=20, probability=0.2)
+    exp["churn"]["phases"][0].update(until_s=20, probability=0.2, spare=[] if backups else [0])
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(exp))
     digests = []
