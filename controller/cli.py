@@ -205,9 +205,10 @@ def cmd_workload(args) -> int:
     exp = _load(args)
     subs = workloads.render(exp)
     report = workloads.describe(subs, random.Random(f"{exp.seed}:describe"))
-    report["link_sharing"] = workloads.link_sharing(subs)
-    if isinstance(exp.workload, ContentWorkloadConfig):
+    if isinstance(exp.workload, ContentWorkloadConfig):  # filters, not topics: no rings to share
         report["content"] = _content_shares(exp, subs)
+    else:
+        report["link_sharing"] = workloads.link_sharing(subs)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -222,8 +223,8 @@ def cmd_workload(args) -> int:
     console.print(table)
     for k, v in report["correlation"].items():
         console.print(f"correlation {k}: {v if v is None or isinstance(v, int) else round(v, 4)}")
-    sharing = report["link_sharing"]
-    if sharing["distinct_per_link"] is not None:
+    sharing = report.get("link_sharing", {})
+    if sharing.get("distinct_per_link") is not None:
         console.print(f"link sharing (distinct true ring neighbours per target ring link): "
                       f"{sharing['distinct_per_link']:.3f} over {sharing['target_links']} links "
                       f"({sharing['distinct_per_node']:.1f} distinct per node); by subscriptions: "

@@ -90,6 +90,28 @@ def test_workload_command_reports_ring_link_sharing(capsys):
     assert report["nodes"] == 300
 
 
+def test_workload_command_reports_a_content_workloads_matching_and_contacted_floor(capsys):
+    """`overlaylab workload --json` on a content workload: matching and the contacted floor over
+    the plan's own filters and events, as the workload module computes them; no ring sharing."""
+    from controller import content_workloads, plans, workloads
+    from controller.config import load_experiment
+    from node.core.content import parse_event, parse_filter
+
+    args = [str(ROOT / "experiments" / "dps-table1.yaml"), "--set", "nodes.count=300", "--set", "workload.name=stock"]
+    with pytest.raises(SystemExit) as done:
+        main(["workload", *args, "--json"])
+    assert done.value.code == 0
+    report = json.loads(capsys.readouterr().out)
+    exp = load_experiment(args[0], args[2::2])
+    subs = workloads.render(exp)
+    filters = [parse_filter(f) for s in subs for f in s]
+    events = [parse_event(t) for t in plans.publication_slots(exp, subs)[1]]
+    content = report["content"]
+    assert content["contacted_floor_pct"] == content_workloads.contacted_floor_pct(filters, events)
+    assert content["matching_pct"] == content_workloads.matching_pct(filters, events)
+    assert 0 < content["matching_pct"] < content["contacted_floor_pct"] and "link_sharing" not in report
+
+
 def test_invalid_file_fails_before_anything_starts(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nnodes: {count: lots}\nworkload: {topicz: 3}\n")
