@@ -41,6 +41,10 @@ recent subscribers of the tree, or, for a subscriber when there is no tree, gran
 creation (and tells any other asker to retry after ``locate_retry_steps`` until the owner's
 announcement comes); a publisher of an attribute without a tree drops the event
 (``pub_tree_missing``). The seed serialises tree creation, so trees are never duplicated.
+With ``seed_backups`` (ours, 0 by default) every node greets the seed once; the seed copies its
+directory to the first ``seed_backups`` nodes it heard from and names them to every node; a node
+whose send to the seed fails turns to the first live backup, which serves from then on (a grant
+the dead seed gave that was not announced yet may be given again).
 
 Self-healing (§4.7.1): each group's leader keeps ``co_leaders`` co-leaders (its earliest
 members; a root group without members takes its children's leaders and co-leaders as routers)
@@ -68,14 +72,17 @@ p0 / (1 + c), at most ``max_forwards`` times; between groups only entry nodes fo
 ENTRY_ONLY): the tree-entry node to ``next_fanout`` contacts of each matching child (and of the
 parent, generic), other entry nodes to one. A root group has ``root_replicas`` members, its
 owner and routers taken from its children's contacts. A dead entry leaves every view; a
-neighbouring group with no contact left is bridged as in the leader-based variant.
+neighbouring group with no contact left is bridged as in the leader-based variant. With
+``repair_window_steps`` (ours, 0 = off), shuffles carry the ids of the events the sender saw in
+the group over that window, and the partner sends the ones it lacks (anti-entropy).
 
 Choices (spec §4.0, each a parameter): ``step_ms``; ``tick_steps`` (how often timeouts are
 checked; subscriptions issued at a tick, so a node's first subscriptions go out at a random
 phase within its first tick); ``find_timeout_steps`` (a subscription not joined by then is
 retried from the start, for ever: retries are counted); ``create_timeout_steps``;
 ``parent_side_filter``; ``group_on``; ``join_attr_policy`` (``random``, ``first``);
-``tree_contacts``; ``co_leaders``, ``fd_min_steps``, ``fd_max_steps``, ``silence_steps``. Group
+``tree_contacts``; ``co_leaders``, ``fd_min_steps``, ``fd_max_steps``, ``silence_steps``;
+``seed_backups``; ``repair_window_steps``. Group
 creation order (the ``decide`` tie-break) is (creation time in ms, creator id). A leader that
 unsubscribes stays the group's leader as a relay. Probes are one-way: a probe that the
 transport delivers is an answer enough (no PONG timeout), which holds for crash-stop failures.
@@ -85,7 +92,7 @@ duplicate-group merges (leader-based, duplicates cannot arise without concurrent
 different leaders, which the blocking prevents; epidemic, two members may create equal groups
 concurrently: both stay, siblings that each receive what matches, spec §4.6.2's "harmless"
 case), ``decay_mode: hop``, ``down_mode: all_receivers``, a tree whose root group lost every
-member (its children have nowhere to reattach), and a crashed seed.
+member (its children have nowhere to reattach).
 
 Modules: this one holds the config and the layer (tree location, membership, maintenance,
 healing); ``dps_groups`` the group references and the signal fields that carry them;
@@ -332,7 +339,7 @@ class Dps(Layer):
     def tick(self, now: float) -> list[Action]:
         out: list[Action] = []
         step = self.config.step_s
-        if self.config.seed_backups and not self._greeted and self.seed is not None and self.seed.node_id != self.stack.node_id:
+        if self.config.seed_backups and not self._greeted and self.seed is not None and not self._serving():
             self._greeted = True  # the seed names its backups in return
             out += self._signal(self.seed, "hello", now)
         for text in sorted(self.stack.me.topics - self.subs.keys()):
@@ -526,12 +533,18 @@ class Dps(Layer):
             out += self._signal(b, "directory", now, trees, [*(self.directory[t] for t in trees), *self.backup_seeds])
         return out
 
+    def _serving(self) -> bool:
+        return self.seed is not None and self.seed.node_id == self.stack.node_id
+
     def _on_seeds(self, msg: Signal, now: float) -> list[Action]:
+        if self._serving():
+            self.counts["stale"] += 1  # from a seed before: this node chooses its own backups
+            return []
         self.backup_seeds = list(msg.entries)
         return []
 
     def _on_directory(self, msg: Signal, now: float) -> list[Action]:
-        if self.seed is not None and self.seed.node_id == self.stack.node_id:
+        if self._serving():
             self.counts["stale"] += 1  # serving already: its own directory is newer
             return []
         n = len(msg.topics)
