@@ -491,16 +491,19 @@ class Dps(Layer):
         self.directory[tree] = msg.entries[0]
         self.granted.pop(tree, None)
         self.recent.setdefault(tree, deque(maxlen=self.config.tree_contacts)).append(msg.entries[0])
-        return self._heard(msg.sender, now) + self._copy_directory(now)
+        return self._heard(msg.sender, now, directory_changed=True)
 
     # --- backup seeds (``seed_backups``) ----------------------------------------------------------
 
-    def _heard(self, d: Descriptor, now: float) -> list[Action]:
+    def _heard(self, d: Descriptor, now: float, directory_changed: bool = False) -> list[Action]:
         """Serving as the seed, from ``d``: the backups topped up from the nodes heard from (in
-        order), and whoever does not know them yet told who they are."""
+        order), given the directory if it or they changed, and whoever does not know them yet
+        told who they are."""
         me = self.stack.node_id
-        if not self.config.seed_backups or d.node_id == me:
+        if not self.config.seed_backups:
             return []
+        if d.node_id == me:
+            return self._copy_directory(now) if directory_changed else []
         self.seed = self.me  # asked as the seed: any seed before is gone
         self.askers.setdefault(d.node_id, bare(d))
         out: list[Action] = []
@@ -508,13 +511,13 @@ class Dps(Layer):
         taken = {me, *(b.node_id for b in backups)}
         more = (a for k, a in self.askers.items() if k not in taken and self._alive(k, now))
         backups += islice(more, max(0, self.config.seed_backups - len(backups)))
-        tell = [self.askers[d.node_id]]
-        if backups != self.backup_seeds:
+        changed = backups != self.backup_seeds
+        if changed:
             self.backup_seeds = backups
             self._backups_version += 1
+        if changed or directory_changed:
             out += self._copy_directory(now)
-            tell = list(self.askers.values())
-        for a in tell:
+        for a in list(self.askers.values()) if changed else [self.askers[d.node_id]]:
             if self.told.get(a.node_id) != self._backups_version:
                 self.told[a.node_id] = self._backups_version
                 out += self._signal(a, "seeds", now, (), backups)
@@ -552,13 +555,20 @@ class Dps(Layer):
         self.backup_seeds = list(msg.entries[n:])
         return []
 
-    def _seed_lost(self, now: float) -> None:
-        """The seed is gone: the first live backup serves (pending locates are asked again, at
-        the next tick for held events, at their timeouts for subscriptions)."""
+    def _seed_lost(self, now: float) -> list[Action]:
+        """The seed is gone: the first live backup serves. The trees this node owns are announced
+        to it (an announcement may have gone down with the seed); pending locates are asked
+        again, at the next tick for held events, at their timeouts for subscriptions."""
         live = [b for b in self.backup_seeds if self._alive(b.node_id, now)]
-        if live:
-            self.seed = self.me if live[0].node_id == self.stack.node_id else live[0]
-            self.locating.clear()
+        if not live:
+            return []
+        self.seed = self.me if live[0].node_id == self.stack.node_id else live[0]
+        self.locating.clear()
+        out: list[Action] = []
+        for tree, owner in sorted(self.owners.items()):
+            if owner.node_id == self.stack.node_id:
+                out += self._signal(self.seed, "announce", now, (tree,), (self.me,))
+        return out
 
     def _new_group(self, tree: str, label: Constraint, now: float, parent: GroupRef | None = None,
                    children: Iterable[GroupRef] = ()) -> Membership:
@@ -908,10 +918,7 @@ class Dps(Layer):
         return out
 
     def on_send_failed(self, dst: NodeId, msg: Message, now: float) -> list[Action]:
-        out = self.suspect(dst, now)
-        if isinstance(msg, Signal) and msg.kind == "announce" and self.seed is not None and self.seed.node_id != dst:
-            out += self._signal(self.seed, "announce", now, msg.topics, msg.entries)  # to the backup that serves now
-        return out
+        return self.suspect(dst, now)
 
     def suspect(self, dead: NodeId, now: float) -> list[Action]:
         """A send to ``dead`` failed: every group that refers to it is repaired. A lost
@@ -922,11 +929,10 @@ class Dps(Layer):
         if self._alive(dead, now):
             self.counts["suspected"] += 1
         self.suspected[dead] = now
-        if self.seed is not None and self.seed.node_id == dead:
-            self._seed_lost(now)
+        out = self._seed_lost(now) if self.seed is not None and self.seed.node_id == dead else []
         if self.epidemic:
-            return self._suspect_epidemic(dead, now)
-        out: list[Action] = []  # repairs below are no-ops where done already
+            return out + self._suspect_epidemic(dead, now)
+        # the repairs below are no-ops where done already
         for m in list(self.groups.values()):
             if self.leads(m):
                 changed = m.members.pop(dead, None) is not None or any(d.node_id == dead for d in m.ref.backups)
