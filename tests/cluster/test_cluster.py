@@ -317,7 +317,7 @@ def test_a_chaos_mesh_partition_keeps_events_on_their_side_until_it_heals(api, s
     Chaos Mesh reports the rules in place until the controller lifts them, no copy crosses
     between pods 0-3 and the rest; before it every subscriber gets every event, and after it
     each part of the overlay still reaches itself. (Across the healed cut the gossip baseline
-    stays split: its CYCLON views lose their links to the other side during a 20 s cut, in `sim`
+    stays split: its CYCLON views lose their links to the other side during a 40 s cut, in `sim`
     and `local` too, and a node whose view emptied may have refilled it with the other side's
     nodes and gone over to that part; docs/kubernetes.md.) Read from the deliveries the
     analysis wrote and the final snapshot."""
@@ -326,9 +326,10 @@ def test_a_chaos_mesh_partition_keeps_events_on_their_side_until_it_heals(api, s
     at = {e["kind"]: e["t_ns"] for e in timeline if e.get("fault") == "partition"}
     on, injected, off, recovered = (at[k] for k in ("fault_on", "chaos_injected", "fault_off", "chaos_recovered"))
     s = 1_000_000_000
-    # Chaos Mesh takes 7-13 s of the planned 20 to report the rules in place here (measured in
-    # three runs): what the cut must hold is the events sent while it stood, counted below
+    # Chaos Mesh takes 3-13 s to report the rules in place here, and took over 19 s once in CI
+    # (so the cut lasts 40 s): what it must hold is the events sent while it stood, counted below
     assert on < injected < off < recovered
+    took = f"Chaos Mesh took {(injected - on) / s:.1f} s of the {(off - on) / s:.0f} s cut to inject"
     events = {r["event_id"]: r for r in pq.read_table(run_dir / "metrics" / "events.parquet").to_pylist()}
     deliveries = pq.read_table(run_dir / "metrics" / "deliveries.parquet").to_pylist()
     cut = {0, 1, 2, 3}
@@ -339,7 +340,8 @@ def test_a_chaos_mesh_partition_keeps_events_on_their_side_until_it_heals(api, s
     sent_during = [r for r in crossing if injected <= events[r["event_id"]]["t0_ns"] < off]
     received_during = [r for r in crossing if r["delivered"]
                        and injected <= events[r["event_id"]]["t0_ns"] + r["latency_ms"] * 1e6 < off]
-    assert len(sent_during) >= 20 and received_during == []
+    assert len(sent_during) >= 20, took
+    assert received_during == [], took
     before = [r for r in deliveries if events[r["event_id"]]["t0_ns"] < on]
     assert len(before) >= 100 and all(r["delivered"] for r in before)
     part = overlay_parts(run_dir)
