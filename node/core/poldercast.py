@@ -72,6 +72,11 @@ class PolderCastConfig:
     """When RINGS removes its gossip partner from the ring slots (choice): "on_initiate" = the
     paper's rule (at once; the partner returns with its reply), which leaves the partner's slots
     empty for a round trip, when events skip it; "on_timeout" = only once its reply is overdue."""
+    ring_selection: Literal["random", "nearest_first"] = "random"
+    """Which of the candidates for a RINGS message go when they are more than g_ring (the paper
+    does not say): "random" = a uniform sample; "nearest_first" = the nearest to the partner's
+    id on each common ring first (every topic's first successor and predecessor, then the
+    second ones), ties at random."""
 
     __pydantic_config__ = {"extra": "forbid"}
 
@@ -90,7 +95,7 @@ def build(me: Descriptor, config: PolderCastConfig, rng: random.Random, shared: 
     bits, ids = shared.setdefault("topic_bits", TopicBits()), shared.setdefault("ring_ids", RingIds())
     period, timeout = config.cycle_ms / 1000.0, config.timeout_ms / 1000.0
     rings = Rings(ring_size=config.ring_size, gossip_size=config.ring_gossip, period_s=period, timeout_s=timeout,
-                  bits=bits, ids=ids, removal=config.ring_removal)
+                  bits=bits, ids=ids, removal=config.ring_removal, selection=config.ring_selection)
     layers: list[Layer] = [Cyclon(config.cyclon), rings]
     if config.use_vicinity:
         layers.append(Vicinity(view_size=config.vicinity_view, gossip_size=config.vicinity_gossip, period_s=period,

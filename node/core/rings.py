@@ -87,11 +87,11 @@ class Rings(ExchangeLayer):
 
     def __init__(self, *, ring_size: int, gossip_size: int, period_s: float, timeout_s: float, bits: TopicBits,
                  ids: RingIds, removal: str = "on_timeout", overlay: str = "vicinity",
-                 sampling: str = "cyclon") -> None:
+                 sampling: str = "cyclon", selection: str = "random") -> None:
         super().__init__(max_entries=gossip_size, timeout_s=timeout_s)
         self.ring_size, self.gossip_size, self.period_s = ring_size, gossip_size, period_s
         self.bits, self.ids, self.removal = bits, ids, removal
-        self.overlay, self.sampling = overlay, sampling
+        self.overlay, self.sampling, self.selection = overlay, sampling, selection
         self.succ: dict[Topic, list[NodeId]] = {}
         self.pred: dict[Topic, list[NodeId]] = {}
         self.rid = 0
@@ -159,31 +159,38 @@ class Rings(ExchangeLayer):
         shared, mask = self.bits.bits(common), self.bits.mask
         known = [d for d in stack.union().values() if d.node_id != q.node_id and mask(d.topics) & shared]
         chosen: dict[NodeId, Descriptor] = {}
-        for d in self._nearest(known, self.ids[q.node_id], common):
+        rank: dict[NodeId, int] = {}
+        for d, r in self._nearest(known, self.ids[q.node_id], common):
             chosen[d.node_id] = d
+            rank[d.node_id] = min(r, rank.get(d.node_id, r))
         out = list(chosen.values())
         if len(out) > self.gossip_size:
-            out = stack.rng.sample(out, self.gossip_size)
+            if self.selection == "random":
+                out = stack.rng.sample(out, self.gossip_size)
+            else:
+                stack.rng.shuffle(out)
+                out = sorted(out, key=lambda d: rank[d.node_id])[:self.gossip_size]
         return out
 
-    def _nearest(self, members: list[Descriptor], center: int, topics: frozenset[Topic]) -> list[Descriptor]:
+    def _nearest(self, members: list[Descriptor], center: int, topics: frozenset[Topic]) -> list[tuple[Descriptor, int]]:
         """For each topic, the ring_size/2 members with the nearest ids above ``center`` and the
-        ring_size/2 nearest below (circularly); one sort per direction for all topics."""
+        ring_size/2 nearest below (circularly), each with its best rank on a ring (0: a first
+        successor or predecessor); one sort per direction for all topics."""
         half, ids = self.ring_size // 2, self.ids
-        picked: list[Descriptor] = []
+        picked: list[tuple[Descriptor, int]] = []
         for distance in (lambda d: (ids[d.node_id] - center) % SPACE,
                          lambda d: (center - ids[d.node_id]) % SPACE):
             room = dict.fromkeys(topics, half)
             unfilled = len(room)
             for d in sorted(members, key=distance):
-                hit = False
+                best = half
                 for t in d.topics & topics:
                     if room[t]:
+                        best = min(best, half - room[t])
                         room[t] -= 1
                         unfilled -= not room[t]
-                        hit = True
-                if hit:
-                    picked.append(d)
+                if best < half:
+                    picked.append((d, best))
                     if not unfilled:
                         break
         return picked

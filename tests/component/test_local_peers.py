@@ -22,9 +22,12 @@ def otlp_spans(traces_dir):
 
 
 def test_sixteen_peers_deliver_every_event_to_every_subscriber(tmp_path):
+    # Views of 8 (the quickstart's): with views of 5 of 16 nodes the flood now and then finds a
+    # node in none of the views it passes through (in `sim`, one of seeds 1-30 misses a node;
+    # none of 60 seeds with views of 8), the rare failure this test had with views of 5.
     exp = parse_experiment({
         "name": "component", "seed": 3, "backend": "local",
-        "protocol": {"name": "gossip", "params": {"gamma": 1.0, "cyclon": {"view_size": 5, "shuffle_length": 3}}},
+        "protocol": {"name": "gossip", "params": {"gamma": 1.0, "cyclon": {"view_size": 8, "shuffle_length": 4}}},
         "nodes": {"count": 16, "peers_per_process": 4, "bootstrap_contacts": 3},
         "workload": {"topics": 4, "subscriptions": {"min": 2, "max": 2}},
         "publications": {"count": 12, "rate_per_s": 6},
