@@ -72,11 +72,12 @@ class PolderCastConfig:
     """When RINGS removes its gossip partner from the ring slots (choice): "on_initiate" = the
     paper's rule (at once; the partner returns with its reply), which leaves the partner's slots
     empty for a round trip, when events skip it; "on_timeout" = only once its reply is overdue."""
-    ring_selection: Literal["random", "nearest_first"] = "random"
-    """Which of the candidates for a RINGS message go when they are more than g_ring (the paper
-    does not say): "random" = a uniform sample; "nearest_first" = the nearest to the partner's
-    id on each common ring first (every topic's first successor and predecessor, then the
-    second ones), ties at random."""
+    ring_selection: Literal["nearest_first", "random"] = "nearest_first"
+    """Which candidates fill a RINGS message when they outnumber g_ring (the paper does not say):
+    "nearest_first" = the nearest to the partner's id on each common ring first (each common
+    topic's first successor and predecessor of the partner, then the second ones), ties at
+    random; "random" = a uniform sample (the spec's choice). Nearest first reaches 99% complete
+    rings in E1 6 to 12 cycles sooner at 2,000 nodes (docs/protocols.md)."""
 
     __pydantic_config__ = {"extra": "forbid"}
 

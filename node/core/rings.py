@@ -10,10 +10,16 @@ descriptors of every node in a ring slot, with RINGS's own ages.
 Ring slots are recomputed from the union of all views at every tick and after every merge.
 Each cycle: age every entry; the oldest ring neighbour q (ties at random) is the partner;
 with no ring neighbour, a random node of the overlay layer (else the peer-sampling layer) that
-shares a topic. q is sent, per topic it shares with this node, the known subscribers nearest
-q's ring id (at most ``gossip_size``, sampled if more); q answers the same way for the
-requester, computing its reply before merging (spec: either order; this one never echoes the
-requester's own entries back).
+shares a topic. q is sent, per topic it shares with this node, the ring_size/2 known
+subscribers nearest q's ring id on either side; q answers the same way for the requester,
+computing its reply before merging (spec: either order; this one never echoes the requester's
+own entries back).
+
+What goes when those candidates outnumber ``gossip_size`` (choice, ``selection``; the paper
+does not say): ``nearest_first`` (default) keeps each common ring's first successor and
+predecessor of q before any second one, ties at random, since they are the likeliest to be q's
+true neighbours (the paper: RINGS "trade[s] them for other subscribers of t of gradually
+closer ids"); ``random`` samples uniformly (the spec's choice).
 
 Removal of the partner (choice, ``removal``): the paper removes q from the view when the
 exchange starts and re-inserts it when q replies, so that dead neighbours are purged. In the
@@ -87,7 +93,7 @@ class Rings(ExchangeLayer):
 
     def __init__(self, *, ring_size: int, gossip_size: int, period_s: float, timeout_s: float, bits: TopicBits,
                  ids: RingIds, removal: str = "on_timeout", overlay: str = "vicinity",
-                 sampling: str = "cyclon", selection: str = "random") -> None:
+                 sampling: str = "cyclon", selection: str = "nearest_first") -> None:
         super().__init__(max_entries=gossip_size, timeout_s=timeout_s)
         self.ring_size, self.gossip_size, self.period_s = ring_size, gossip_size, period_s
         self.bits, self.ids, self.removal = bits, ids, removal
@@ -158,19 +164,18 @@ class Rings(ExchangeLayer):
         common = stack.me.topics & q.topics
         shared, mask = self.bits.bits(common), self.bits.mask
         known = [d for d in stack.union().values() if d.node_id != q.node_id and mask(d.topics) & shared]
+        rank: dict[NodeId, int] = {}  # best rank on a common ring (0: a first successor or predecessor)
         chosen: dict[NodeId, Descriptor] = {}
-        rank: dict[NodeId, int] = {}
         for d, r in self._nearest(known, self.ids[q.node_id], common):
-            chosen[d.node_id] = d
             rank[d.node_id] = min(r, rank.get(d.node_id, r))
+            chosen[d.node_id] = d
         out = list(chosen.values())
-        if len(out) > self.gossip_size:
-            if self.selection == "random":
-                out = stack.rng.sample(out, self.gossip_size)
-            else:
-                stack.rng.shuffle(out)
-                out = sorted(out, key=lambda d: rank[d.node_id])[:self.gossip_size]
-        return out
+        if len(out) <= self.gossip_size:
+            return out
+        if self.selection == "random":
+            return stack.rng.sample(out, self.gossip_size)
+        stack.rng.shuffle(out)  # ties at random
+        return sorted(out, key=lambda d: rank[d.node_id])[:self.gossip_size]
 
     def _nearest(self, members: list[Descriptor], center: int, topics: frozenset[Topic]) -> list[tuple[Descriptor, int]]:
         """For each topic, the ring_size/2 members with the nearest ids above ``center`` and the

@@ -135,6 +135,39 @@ def nearest_from_scratch(me, pool, topic, half):
     return succ, pred
 
 
+@pytest.mark.parametrize("selection", ["random", "nearest_first"])
+def test_a_rings_message_too_long_for_g_ring_keeps_the_nearest_to_the_partner_first(selection):
+    """When the candidates (per common topic, the ring_size/2 known subscribers nearest the
+    partner's id on each side) outnumber g_ring: ``nearest_first`` sends every common ring's
+    first successor and predecessor of the partner before any second one; ``random`` samples."""
+    sim, _ = network(n=80, topics=6, k=4, ring_gossip=4, ring_selection=selection)
+    sim.run_until(6.0)
+    outranked = trimmed = 0
+    for node in sim.nodes.values():
+        rings = node.layers["rings"]
+        for q in list(node.union().values())[:5]:
+            common = node.me.topics & q.topics
+            known = [d for d in node.union().values() if d.node_id != q.node_id and d.topics & common]
+            rank: dict[int, int] = {}
+            for t in common:
+                for succ in (True, False):
+                    side = sorted((d for d in known if t in d.topics),
+                                  key=lambda d: ((ring_id(d.node_id) - ring_id(q.node_id)) * (1 if succ else -1)) % 2**64)
+                    for r, d in enumerate(side[:2]):
+                        rank[d.node_id] = min(r, rank.get(d.node_id, r))
+            sent = {d.node_id for d in rings.select(q)}
+            assert sent <= set(rank) and len(sent) == min(4, len(rank))
+            if len(rank) > 4:
+                trimmed += 1
+                worst_sent = max(rank[n] for n in sent)
+                outranked += any(rank[n] < worst_sent for n in set(rank) - sent)
+    assert trimmed > 100
+    if selection == "nearest_first":
+        assert outranked == 0
+    else:
+        assert outranked > trimmed // 4
+
+
 @pytest.mark.parametrize("params", [{}, {"use_vicinity": False},
                                     {"ring_removal": "on_initiate"}])
 def test_incremental_ring_update_equals_recomputing_every_ring(monkeypatch, params):
