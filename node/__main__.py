@@ -24,12 +24,18 @@ one for the whole process in ``stream`` mode (the peers share its port, the firs
 port if given; ``node/transport/host.py``). When all are up, the process prints one line
 ``READY {"<node id>": [<peer port>, <control port>], ...}`` on stdout. SIGTERM or
 SIGINT stops the peers after flushing their traces.
+
+Once the peers are up, the start-up heap (modules, the cores' initial state) is moved out of the
+garbage collector's reach (``gc.freeze``): a full collection no longer walks it. Measured on 64
+flooding peers in two processes at 20 events/s: each full collection paused a process for about
+45 ms (six in a run: a latency spike for every copy in flight), 4 ms with the heap frozen.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -73,6 +79,7 @@ async def serve(cfg: dict) -> None:
     for s in shells:
         key = str(s.node_id)
         ports[key] = [await s.start(fixed.get(key, 0), fixed_control.get(key, 0)), s.control_port]
+    gc.freeze()  # the start-up heap, out of every later collection (see the module's docstring)
     print("READY " + json.dumps(ports), flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -45,7 +45,7 @@ from .channels import Channels
 from .security import PEER_SERVICE, Credentials, role_of
 from .settings import TransportSettings
 from .streams import Link, Queued, envelope, frame_messages
-from .telemetry import SpanPipeline, context_bytes, remote_parent
+from .telemetry import SpanPipeline, SpanRef, context_bytes, remote_parent
 
 if TYPE_CHECKING:
     from .shell import PeerShell
@@ -150,7 +150,7 @@ class PeerHost:
         self.addr = ""
         self.channels = Channels(credentials, self.spawn, self.transport.connect_timeout_ms)
         self.links: dict[str, Link] = {}
-        self._inbox: deque[tuple[PeerShell, codec.Incoming]] = deque()
+        self._inbox: deque[tuple[PeerShell, int, EventMsg, SpanRef | None]] = deque()  # peer, sender, copy, parent
         self._draining: asyncio.Task | None = None
         self._inbox_room = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
@@ -326,7 +326,7 @@ class PeerHost:
         if not peer.accepting:
             peer.stats["refused_before_join"] += 1
         elif isinstance(incoming.msg, EventMsg):
-            self._queue_event(peer, incoming)
+            self._queue_event(peer, incoming.src, incoming.msg, remote_parent(*incoming.trace))
             return True
         else:
             peer.receive(incoming.src, incoming.msg, None)
@@ -340,12 +340,13 @@ class PeerHost:
         elif not peer.accepting:
             peer.stats["refused_before_join"] += 1
         elif isinstance(q.msg, EventMsg):
-            self._queue_event(peer, codec.Incoming(q.msg, q.sender.node_id, context_bytes(q.span)))
+            parent = (q.span[0], q.span[1], True) if q.span else None  # as remote as one that came by stream
+            self._queue_event(peer, q.sender.node_id, q.msg, parent)
         else:
             peer.receive(q.sender.node_id, q.msg, None)
 
-    def _queue_event(self, peer: PeerShell, incoming: codec.Incoming) -> None:
-        self._inbox.append((peer, incoming))
+    def _queue_event(self, peer: PeerShell, src: int, msg: EventMsg, parent: SpanRef | None) -> None:
+        self._inbox.append((peer, src, msg, parent))
         if self._draining is None:
             self._draining = asyncio.get_running_loop().create_task(self._drain_events())
 
@@ -354,9 +355,9 @@ class PeerHost:
         try:
             while self._inbox:
                 for _ in range(min(EVENTS_PER_TURN, len(self._inbox))):
-                    peer, incoming = self._inbox.popleft()
+                    peer, src, msg, parent = self._inbox.popleft()
                     if peer.node_id in self.peers:  # not stopped meanwhile
-                        peer.receive(incoming.src, incoming.msg, remote_parent(*incoming.trace))
+                        peer.receive(src, msg, parent)
                 if len(self._inbox) <= INBOX_EVENTS:
                     self._inbox_room.set()
                 await asyncio.sleep(0)

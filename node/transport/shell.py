@@ -377,7 +377,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         except LocalProtocolError as e:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
         link = remote_parent(request.trace_id, request.span_id)
-        self._execute(actions, links=[link] if link else ())
+        self._execute(actions, links=(link,) if link else ())
         event = next(a.event for a in actions if isinstance(a, Published))
         return control_pb2.PublishReply(event_id=event.event_id)
 

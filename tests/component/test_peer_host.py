@@ -24,7 +24,7 @@ EVENTS = 20
 
 
 def span_threads() -> int:
-    return sum(t.name.startswith("OtelBatch") for t in threading.enumerate())
+    return sum(t.name == "overlaylab-spans" for t in threading.enumerate())
 
 
 async def two_hosts(tmp_path) -> dict:
@@ -89,7 +89,7 @@ async def blocked_events(tmp_path) -> dict:
     shells = [PeerShell(i, "gossip", cfg, 1, "t", tmp_path / "traces", transport=transport, peer_host=hosts[i // 2])
               for i in range(4)]
     b = hosts[1]
-    b._queue_event = lambda peer, incoming: b._inbox.append((peer, incoming))  # never drained
+    b._queue_event = lambda *copy: b._inbox.append(copy)  # never drained
     gossip_from_a: list[float] = []
     for s in shells[2:]:
         def receive(src, msg, parent, reply_to=None, original=s.receive):

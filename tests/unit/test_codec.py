@@ -43,7 +43,8 @@ def test_every_message_type_is_registered_once_with_its_own_rpc():
 
 
 def test_a_priority_given_twice_is_a_remote_error():
-    pb = codec.descriptor_to_pb(P)
+    pb = peer_pb2.NodeDescriptor()
+    pb.CopyFrom(codec.descriptor_to_pb(P))  # that one is shared
     pb.priorities[1].topic = "c"
     with pytest.raises(RemoteProtocolError, match="twice"):
         codec.descriptor_from_pb(pb)

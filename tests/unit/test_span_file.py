@@ -1,51 +1,65 @@
-"""The peers' span file writer: byte for byte the lines of the upstream OTLP JSON file exporter,
-for the spans a peer makes and, through the upstream encoder, for any other."""
+"""The peers' spans: written byte for byte as the upstream OTLP JSON file exporter writes the
+same spans, split between the peers of a process by its one span thread, and counted as
+dropped (never blocking a peer) past the queue's bound."""
 
 from __future__ import annotations
 
-from opentelemetry import trace
 from opentelemetry.exporter.otlp.json.file import FileSpanExporter
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from node.transport.telemetry import PeerTelemetry, SpanFileExporter, remote_parent
+from node.transport import telemetry as telemetry_module
+from node.transport.telemetry import PeerTelemetry, SpanFileExporter, SpanPipeline, readable, remote_parent
+
+ATTRS = {"pubsub.event_id": "7-ab-1", "pubsub.topic": "t/ä", "pubsub.node": 7, "pubsub.hops": 0,
+         "pubsub.first_copy": True, "pubsub.subscriber": False}
 
 
-def _spans(tmp_path):
+def _rows(tmp_path):
     """A peer's spans: a publish linked to a request, a copy under it, a copy under a remote parent."""
-    collected = []
+    rows = []
     t = PeerTelemetry("run-1", 7, "gossip", tmp_path / "t")
-    t.processor.on_end = collected.append  # what the batch processor would be handed
-    attrs = {"pubsub.event_id": "7-ab-1", "pubsub.topic": "t/ä", "pubsub.node": 7, "pubsub.hops": 0,
-             "pubsub.first_copy": True, "pubsub.subscriber": False}
-    root = t.span("publish", None, attrs, [remote_parent(b"\x03" * 16, b"\x04" * 8)])
-    t.span("receive", root, {**attrs, "pubsub.hops": 1, "pubsub.from": 3})
-    t.span("receive", remote_parent(b"\x05" * 16, b"\x06" * 8), {**attrs, "pubsub.hops": 2, "pubsub.from": 2**40})
-    return collected
-
-
-def _sdk_span(name: str):
-    """A span of another shape (an event, a float attribute, an error status) from the SDK."""
-    provider, spans = TracerProvider(), []
-    provider.add_span_processor(SimpleSpanProcessor(type("Grab", (), {
-        "export": lambda self, s: spans.extend(s), "shutdown": lambda self: None,
-        "force_flush": lambda self, timeout_millis=0: True})()))
-    span = provider.get_tracer("other").start_span(name, attributes={"x": 1.5}, kind=trace.SpanKind.SERVER)
-    span.add_event("e")
-    span.set_status(trace.StatusCode.ERROR)
-    span.end()
-    return spans
+    t.pipeline.record = rows.append  # what the span thread would take
+    root = t.span("publish", None, ATTRS, (remote_parent(b"\x03" * 16, b"\x04" * 8),))
+    t.span("receive", root, {**ATTRS, "pubsub.hops": 1, "pubsub.from": 3})
+    t.span("receive", remote_parent(b"\x05" * 16, b"\x06" * 8), {**ATTRS, "pubsub.hops": 2, "pubsub.from": 2**40})
+    return rows
 
 
 def test_peer_spans_are_written_as_the_upstream_exporter_writes_them(tmp_path):
-    spans = _spans(tmp_path)
-    batches = [spans, spans[:1], spans + _sdk_span("odd"), _sdk_span("odd")]
+    rows = _rows(tmp_path)
+    batches = [rows, rows[:1], rows[1:]]
     ours, theirs = SpanFileExporter(tmp_path / "ours.jsonl"), FileSpanExporter(tmp_path / "theirs.jsonl")
     for batch in batches:
-        ours.export(batch)
-        theirs.export(batch)
+        assert ours.export(batch)
+        theirs.export([readable(r) for r in batch])
     ours.shutdown()
     theirs.shutdown()
     lines = (tmp_path / "ours.jsonl").read_text().splitlines()
     assert len(lines) == len(batches)
     assert (tmp_path / "ours.jsonl").read_bytes() == (tmp_path / "theirs.jsonl").read_bytes()
+
+
+def test_the_peers_of_a_process_share_one_span_thread_and_each_writes_its_own_file(tmp_path):
+    pipeline = SpanPipeline()
+    peers = [PeerTelemetry("run-1", n, "gossip", tmp_path, pipeline=pipeline) for n in (1, 2)]
+    for k in range(30):
+        peers[k % 2].span("receive", None, {**ATTRS, "pubsub.node": 1 + k % 2})
+    assert [t.flush() for t in peers] == [0, 0]
+    for t in peers:
+        t.shutdown()
+    for n in (1, 2):
+        text = (tmp_path / f"node-{n}.jsonl").read_text()
+        assert text.count('"name":"receive"') == 15
+        assert f'"pubsub.node","value":{{"intValue":"{n}"' in text
+        assert f'"overlaylab.node_id","value":{{"intValue":"{n}"' in text
+    assert pipeline._thread is None  # stopped with its last peer
+
+
+def test_spans_past_the_queue_bound_are_dropped_and_counted(tmp_path, monkeypatch):
+    monkeypatch.setattr(telemetry_module, "MAX_QUEUE", 10)
+    t = PeerTelemetry("run-1", 1, "gossip", tmp_path)
+    with t.pipeline._lock:  # the span thread cannot take rows meanwhile
+        for _ in range(25):
+            t.span("receive", None, ATTRS)
+    assert t.flush() == 15
+    t.shutdown()
+    assert (tmp_path / "node-1.jsonl").read_text().count('"name":"receive"') == 10
