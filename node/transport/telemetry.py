@@ -146,7 +146,8 @@ class SpanFileExporter:
     """Appends each batch of a peer's span rows as one line of OTLP JSON (an
     ``ExportTraceServiceRequest``), byte for byte the line ``FileSpanExporter`` writes for the
     same spans: the resource and scope are encoded once by the upstream encoder and kept as the
-    text around the spans, each span by :func:`encode_span`."""
+    text around the spans, each span by :func:`encode_span` (a batch with an attribute that is
+    not a str, bool or int through the upstream encoder)."""
 
     def __init__(self, path: Path) -> None:
         self._stream = path.open("a", encoding="utf-8")
@@ -167,7 +168,10 @@ class SpanFileExporter:
     def export(self, rows: list[SpanRow]) -> bool:
         if not rows:
             return True
-        line = self._encode(rows)
+        try:
+            line = self._encode(rows)
+        except TypeError:  # an attribute of another type: the upstream encoder writes the batch
+            line = json.dumps(_encode_spans_to_dict([readable(r) for r in rows]), separators=(",", ":"))
         with self._lock:
             if self._stream.closed:
                 return False

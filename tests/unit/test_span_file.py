@@ -26,7 +26,8 @@ def _rows(tmp_path):
 
 def test_peer_spans_are_written_as_the_upstream_exporter_writes_them(tmp_path):
     rows = _rows(tmp_path)
-    batches = [rows, rows[:1], rows[1:]]
+    odd = rows[0]._replace(attributes={**ATTRS, "x": 1.5, "y": [1, 2]})  # types the peers do not make
+    batches = [rows, rows[:1], rows[1:], [odd, *rows]]
     ours, theirs = SpanFileExporter(tmp_path / "ours.jsonl"), FileSpanExporter(tmp_path / "theirs.jsonl")
     for batch in batches:
         assert ours.export(batch)
