@@ -120,8 +120,8 @@ def encode_span(r: SpanRow) -> str:
     out += (f'"flags":{_flags(parent)},"name":{_quote(r.name)},"kind":1,"startTimeUnixNano":"{r.time_ns}",'
             f'"endTimeUnixNano":"{r.time_ns}","attributes":[' + ",".join(_attribute(k, v) for k, v in r.attributes.items()) + "]")
     if r.links:
-        out += ',"links":[' + ",".join(f'{{"traceId":"{t:032x}","spanId":"{s:016x}","flags":{_flags(link)}}}'
-                                       for link in r.links for t, s, _ in (link,)) + "]"
+        out += ',"links":[' + ",".join(f'{{"traceId":"{link[0]:032x}","spanId":"{link[1]:016x}","flags":{_flags(link)}}}'
+                                       for link in r.links) + "]"
     return out + ',"status":{}}'
 
 
@@ -251,13 +251,13 @@ class SpanPipeline:
         self.rows: deque[SpanRow] = deque()  # appended by the peers' loop, taken by the flushing thread
         self.peers = 0
         self._lock = threading.Lock()  # one export at a time
-        self._wake = threading.Event()
+        self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def add(self) -> None:
         self.peers += 1
         if self._thread is None:
-            self._wake.clear()
+            self._stop.clear()
             self._thread = threading.Thread(target=self._run, name="overlaylab-spans", daemon=True)
             self._thread.start()
 
@@ -266,7 +266,7 @@ class SpanPipeline:
         self.flush()
         self.peers -= 1
         if not self.peers and self._thread is not None:
-            self._wake.set()
+            self._stop.set()
             self._thread.join()
             self._thread = None
 
@@ -275,7 +275,7 @@ class SpanPipeline:
             self.rows.append(row)
 
     def _run(self) -> None:
-        while not self._wake.wait(EXPORT_EVERY_S):
+        while not self._stop.wait(EXPORT_EVERY_S):
             self.flush()
 
     def flush(self) -> None:
