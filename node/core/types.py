@@ -2,8 +2,8 @@
 
 Every message, event and action is a small value dataclass (:func:`value`: immutable to the
 type checker). Cores take them and return them; drivers (the simulator, the gRPC shell) move
-them. Nothing here knows about protobuf, sockets or
-clocks: ``node/transport/codec.py`` is the only place that maps these to the wire.
+them. Nothing here knows about protobuf, sockets or clocks: ``node/transport/codec.py`` is the
+only place that maps these to the wire.
 """
 
 from __future__ import annotations
