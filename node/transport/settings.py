@@ -17,8 +17,11 @@ class TransportSettings:
     long-lived stream per link carrying every message type one way, coalesced into frames."""
     queue_messages: int = 4096
     """stream: messages one link queues per class (control, events) before a send fails."""
-    coalesce_window_ms: float = 1.0
-    """stream: how long a link waits after its first queued message for more to share a frame."""
+    coalesce_window_ms: float = 0.0
+    """stream: how long a link waits after its first queued message for more to share a frame.
+    0: none; what queues while the previous frame is being written still shares the next one
+    (under load that is most of it), and a wait adds to every hop between processes (latency p99
+    of 64 flooding peers at 30 events/s: 39.6 ms at 0 against 49.1 ms at 1 ms, four runs each)."""
     coalesce_max_bytes: int = 256 << 10
     """stream: largest frame (a single larger message travels alone)."""
     deadline_ms: float = 5000.0

@@ -8,8 +8,9 @@ signals) and events, each a bounded queue and a task that writes it, as ``Frame`
 client stream of its own (the Peer service's ``Stream`` call) to that address. Separate streams
 keep event traffic from starving the overlay at both ends: a receiver whose event inbox is full
 stops reading event streams (gRPC flow control then holds the sender's writes), while its
-control streams go on. Each lane coalesces what is queued into one frame: it waits up to
-``coalesce_window_ms`` after the first message for more, up to ``coalesce_max_bytes`` a frame.
+control streams go on. Each lane coalesces what is queued into one frame, up to
+``coalesce_max_bytes``: what queued while the last frame was being written, and what comes within
+``coalesce_window_ms`` (0 by default) after the first message.
 A replaced unary call per message costs a task, a call and an HTTP/2 stream each; a frame costs
 one write.
 
