@@ -84,7 +84,7 @@ def step(rate: int, transport: str, tmp: Path, tag: str = "") -> dict:
         "hit_ratio": s["hit_ratio"], "latency_p50_ms": s["latency_ms"]["p50"], "latency_p99_ms": s["latency_ms"]["p99"],
         "locust_failures": s["load"]["locust"]["failures"], "wall_s": round(time.perf_counter() - start, 1),
         "planned_path_p99_ms": LINK_DELAY_MS * s["hops"]["p99"],
-        "backlog_growth": growth and round(growth, 2),
+        "backlog_growth": None if growth is None else round(growth, 2),
         "sustained": ((s["hit_ratio"] or 0) >= 0.999 and offered >= 0.95 * rate
                       and growth is not None and growth <= MAX_BACKLOG_GROWTH),
     }
