@@ -2,7 +2,7 @@
 
 Run by the local runner (``locust -f loadgen/locustfile.py --headless ...``) with
 ``OVERLAYLAB_LOAD_PLAN`` pointing at the plan it wrote, and ``OVERLAYLAB_RATE_PER_USER`` the
-publications per second each user sends, each user from a random phase of its period. Each
+publications per second each user sends, the users' phases spread evenly over the period. Each
 ``Publish`` is a Locust request (name ``Publish``; failures are RPC errors, such as a peer that
 died). Every request gets its own trace context, sent in ``PublishRequest.trace_id/span_id``:
 the event's ``publish`` span links to it (OpenTelemetry span link), so an event can be traced
@@ -34,6 +34,7 @@ grpc_gevent.init_gevent()
 PLAN = LoadPlan.load(os.environ["OVERLAYLAB_LOAD_PLAN"])
 RATE_PER_USER = float(os.environ.get("OVERLAYLAB_RATE_PER_USER", "1"))
 PERIOD = 1.0 / RATE_PER_USER
+GOLDEN = (5 ** 0.5 - 1) / 2  # consecutive users' phases: the low-discrepancy sequence k * GOLDEN mod 1
 CREDENTIALS = Credentials.load(os.environ["OVERLAYLAB_PKI"], "loadgen") if os.environ.get("OVERLAYLAB_PKI") else None
 _channels: dict[str, control_pb2_grpc.ControlStub] = {}
 
@@ -50,9 +51,10 @@ class Publisher(User):
     def on_start(self) -> None:
         Publisher._count += 1
         self.rng = random.Random(f"{PLAN.seed}:locust:{Publisher._count}:{os.getpid()}")
-        # The users start together: each waits a random part of its period first, so the swarm
-        # publishes at an even rate instead of in bursts of every user at once.
-        gevent.sleep(self.rng.uniform(0.0, PERIOD))
+        # The users start together: the k-th waits frac(k * golden ratio) of its period first, so
+        # the swarm's publications interleave at an even rate, as the plan's i / rate_per_s
+        # (random phases would bunch several users' publications into a few milliseconds).
+        gevent.sleep((Publisher._count * GOLDEN) % 1.0 * PERIOD)
         self.due = time.perf_counter()
 
     def wait_time(self) -> float:

@@ -158,6 +158,10 @@ class PeerHost:
         self._unlinked_at = 0.0
         self._encoded: tuple = (None, None, None, None)  # the last message encoded: (msg, sender, trace, envelope)
         self._due: dict[int, list[tuple[str, Queued]]] = {}  # DELAY_GRID_S slot -> messages released then
+        # The peers' loop, kept from the first add, and its clock read as time.monotonic (what
+        # BaseEventLoop.time returns): on Python 3.11 asyncio.get_running_loop makes a getpid
+        # system call, and the send path of every copy needs both.
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def streams(self) -> bool:
@@ -178,6 +182,7 @@ class PeerHost:
         """Host ``peer``; in stream mode start the shared server the first time (on ``port``,
         0: any free one). Returns the shared server's port (0 in unary mode)."""
         self.peers[peer.node_id] = peer
+        self._loop = asyncio.get_running_loop()
         if not self.streams:
             return 0
         if self.server is None:
@@ -224,12 +229,11 @@ class PeerHost:
         if not delay:
             self._enqueue(a.addr, q)
             return
-        loop = asyncio.get_running_loop()
-        slot = math.ceil((loop.time() + delay) / DELAY_GRID_S)
+        slot = math.ceil((time.monotonic() + delay) / DELAY_GRID_S)
         due = self._due.get(slot)
         if due is None:
             due = self._due[slot] = []
-            loop.call_at(slot * DELAY_GRID_S, self._release, slot)
+            self._loop.call_at(slot * DELAY_GRID_S, self._release, slot)
         due.append((a.addr, q))
 
     def _release(self, slot: int) -> None:
@@ -242,11 +246,11 @@ class PeerHost:
         if addr == self.addr:  # a peer of this process
             self._hand_over(q)
             return
-        q.queued_at = asyncio.get_running_loop().time()
+        q.queued_at = time.monotonic()
         link = self.links.get(addr)
         if link is None:
             link = self.links[addr] = Link(addr, lambda: self._open_stream(addr), self.transport,
-                                           self._failed, asyncio.get_running_loop().time, self.stats)
+                                           self._failed, time.monotonic, self.stats)
         if not link.put(q):
             self._failed(addr, [q], "queue_full")
 

@@ -164,7 +164,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
 
     @property
     def now(self) -> float:
-        return asyncio.get_running_loop().time()
+        return time.monotonic()  # the loop's clock (BaseEventLoop.time) without asyncio.get_running_loop (PeerHost)
 
     def _execute(self, actions: list[Action], parent=None, reply_to: int | None = None, links=()):
         """Carry out ``actions``; returns the reply addressed to ``reply_to``, if any (it travels
