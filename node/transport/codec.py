@@ -313,9 +313,33 @@ def _measure_profile(d: Descriptor) -> int:
     else:
         if len(_PROFILE_SIZES) >= _PROFILE_SIZES_MAX:
             _PROFILE_SIZES.clear()
-        size = descriptor_to_pb(Descriptor(d.node_id, d.addr, d.topics, 0, d.priorities)).ByteSize()
+        size = _profile_size(d)
         _PROFILE_SIZES[key] = (d, size)
     object.__setattr__(d, "profile_bytes", size)
+    return size
+
+
+_TOPIC_FIELDS: dict[str, int] = {}
+
+
+def _topic_field(t: str) -> int:
+    n = _TOPIC_FIELDS.get(t)
+    if n is None:
+        if len(_TOPIC_FIELDS) >= _PROFILE_SIZES_MAX:
+            _TOPIC_FIELDS.clear()
+        n = _TOPIC_FIELDS[t] = _field(len(t.encode()))
+    return n
+
+
+def _profile_size(d: Descriptor) -> int:
+    """The encoded size of ``d`` at age 0 (a ``NodeDescriptor``), by protobuf's framing
+    arithmetic rather than by building the message: a heavy subscriber's profile has thousands
+    of topics and priorities, and the simulator measures each new one."""
+    topic = _topic_field
+    size = (1 + _varint_len(d.node_id) if d.node_id else 0) + (_field(len(d.addr.encode())) if d.addr else 0)
+    size += sum(map(topic, d.topics))
+    for t, p in d.priorities:  # TopicPriority{topic = 1, priority = 2}, each a length-delimited field
+        size += _field((topic(t) if t else 0) + (1 + _varint_len(p) if p else 0))
     return size
 
 

@@ -1,4 +1,6 @@
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from node._gen.overlaylab.v1 import peer_pb2
 from node.core.types import (
@@ -133,3 +135,18 @@ def test_heavy_social_subscriber_fits_and_more_topics_are_rejected():
         node_id=1, topics=[f"u{i}" for i in range(codec.MAX_TOPICS + 1)]))
     with pytest.raises(RemoteProtocolError):
         codec.gossip_from_pb(too_many)
+
+
+_names = st.text(alphabet="aé€x", max_size=140)
+
+
+@settings(max_examples=300, deadline=None)
+@given(node_id=st.sampled_from([0, 1, 127, 128, 2**40]), addr=_names, topics=st.frozensets(_names, max_size=12),
+       data=st.data())
+def test_profile_size_arithmetic_matches_protobuf(node_id, addr, topics, data):
+    """A profile's size is summed by protobuf's framing rules (empty strings, multi-byte
+    characters and lengths, zero priorities and ids left out): it must equal the encoding's."""
+    chosen = data.draw(st.lists(st.sampled_from(sorted(topics) or [""]), unique=True))
+    priorities = tuple((t, data.draw(st.sampled_from([0, 1, 127, 128, 70_000]))) for t in chosen)
+    d = Descriptor(node_id, addr, topics, 0, priorities)
+    assert codec._profile_size(d) == codec.descriptor_to_pb(d).ByteSize()
