@@ -158,7 +158,7 @@ class PeerHost:
         self._unlinked_at = 0.0
         self._encoded: tuple = (None, None, None, None)  # the last message encoded: (msg, sender, trace, envelope)
         self._due: dict[int, list[tuple[str, Queued]]] = {}  # DELAY_GRID_S slot -> messages released then
-        # The peers' loop, kept from the first add, and its clock read as time.monotonic (what
+        # The peers' loop (set by add), and its clock read as time.monotonic (what
         # BaseEventLoop.time returns): on Python 3.11 asyncio.get_running_loop makes a getpid
         # system call, and the send path of every copy needs both.
         self._loop: asyncio.AbstractEventLoop | None = None
