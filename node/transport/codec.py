@@ -319,16 +319,9 @@ def _measure_profile(d: Descriptor) -> int:
     return size
 
 
-_TOPIC_FIELDS: dict[str, int] = {}
-
-
+@functools.lru_cache(maxsize=_PROFILE_SIZES_MAX)
 def _topic_field(t: str) -> int:
-    n = _TOPIC_FIELDS.get(t)
-    if n is None:
-        if len(_TOPIC_FIELDS) >= _PROFILE_SIZES_MAX:
-            _TOPIC_FIELDS.clear()
-        n = _TOPIC_FIELDS[t] = _field(len(t.encode()))
-    return n
+    return _field(len(t.encode()))
 
 
 def _profile_size(d: Descriptor) -> int:
