@@ -352,7 +352,7 @@ class PeerHost:
     def _queue_event(self, peer: PeerShell, src: int, msg: EventMsg, parent: SpanRef | None) -> None:
         self._inbox.append((peer, src, msg, parent))
         if self._draining is None:
-            self._draining = asyncio.get_running_loop().create_task(self._drain_events())
+            self._draining = self._loop.create_task(self._drain_events())
 
     async def _drain_events(self) -> None:
         """Hand queued event copies to their peers, yielding to the loop every ``EVENTS_PER_TURN``."""

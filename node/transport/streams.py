@@ -150,7 +150,8 @@ class _Lane:
         try:
             if self.call is None or self.call.done():  # first use, or the receiver ended the last stream
                 self.call = await self.open()
-            await asyncio.wait_for(self.call.write(frame), max(deadline, 0.001))
+            async with asyncio.timeout(max(deadline, 0.001)):  # no task of its own, as wait_for makes
+                await self.call.write(frame)
             self.stats["stream_frames"] += 1
             self.stats["stream_messages"] += len(batch)
         except TimeoutError:  # the receiver's flow control held the write past the deadline
