@@ -3,9 +3,7 @@
 Each peer has its own resource, carrying ``overlaylab.node_id``. A span is recorded on the
 peer's hot path as a row (:class:`SpanRow`: no SDK object, no lock; one per received copy) and
 exported in batches by one thread per process (:class:`SpanPipeline`), which hands each peer's
-rows to its exporter: a process of 125 peers runs one export thread, not 125. Encoding competes
-with the peers for the interpreter, so the thread encodes in small chunks while the peers are
-quiet, and writes what it encoded every ``EXPORT_EVERY_S``. Spans go either
+rows to its exporter: a process of 125 peers runs one export thread, not 125. Spans go either
 to the peer's own file ``node-<id>.jsonl`` in the run directory (the Collector's file-exporter
 format: one ``ExportTraceServiceRequest`` per line; local backend, containers) or over OTLP/gRPC
 to a Collector (``otlp_endpoint``, the k8s backend, whose Collector writes the same file format)
@@ -47,16 +45,8 @@ FLUSH_S = 15.0
 them; with one export's timeout on top it stays inside the controller's 30 s ``Leave`` call."""
 RETRY_S = 1.0
 EXPORT_EVERY_S = 0.2
-"""How often the span thread exports what it has encoded (the SDK batch processor's default
+"""How often the span thread exports what the peers recorded (the SDK batch processor's default
 schedule delay is 5 s; 0.2 s keeps a peer's file close behind it)."""
-QUIET_S = 0.002
-"""The span thread encodes rows only after this long without a new span on the peers' loop
-(choice: encoding a received copy's span costs more than recording it, and on the loop's
-interpreter lock it would delay the copies of a burst; measured in docs/load.md)."""
-CHUNK_ROWS = 256
-"""Rows encoded at a time (about 1.5 ms here), the quiet checked again between chunks."""
-BACKLOG_ROWS = 20_000
-"""Rows waiting past which the span thread encodes even while the peers are busy."""
 SAMPLED = trace.TraceFlags(trace.TraceFlags.SAMPLED)
 
 
@@ -153,20 +143,18 @@ _SPANS = "\x00spans\x00"  # stands for the spans in an encoded head
 
 
 class SpanFileExporter:
-    """Appends a peer's span rows as lines of OTLP JSON (an ``ExportTraceServiceRequest`` each),
-    byte for byte the line ``FileSpanExporter`` writes for the same spans: the resource and scope
-    are encoded once by the upstream encoder and kept as the text around the spans, each span by
-    :func:`encode_span` (rows with an attribute that is not a str, bool or int through the
-    upstream encoder). Rows are encoded as they are staged, in chunks; ``export`` writes what
-    was staged as one line."""
+    """Appends each batch of a peer's span rows as one line of OTLP JSON (an
+    ``ExportTraceServiceRequest``), byte for byte the line ``FileSpanExporter`` writes for the
+    same spans: the resource and scope are encoded once by the upstream encoder and kept as the
+    text around the spans, each span by :func:`encode_span` (a batch with an attribute that is
+    not a str, bool or int through the upstream encoder)."""
 
     def __init__(self, path: Path) -> None:
         self._stream = path.open("a", encoding="utf-8")
         self._lock = threading.Lock()
         self._around: tuple[str, str] | None = None
 
-    def stage(self, rows: list[SpanRow]) -> str:
-        """``rows`` as the text of a line's spans."""
+    def _encode(self, rows: list[SpanRow]) -> str:
         if self._around is None:
             resource_spans = _encode_spans_to_dict([readable(rows[0])])["resourceSpans"][0]
             scope_spans = resource_spans.pop("scopeSpans")[0]
@@ -174,17 +162,16 @@ class SpanFileExporter:
             head = json.dumps({"resourceSpans": [{**resource_spans, "scopeSpans": [scope_spans]}]}, separators=(",", ":"))
             before, after = head.split(json.dumps(_SPANS))
             self._around = (before + "[", "]" + after)
-        try:
-            return ",".join(map(encode_span, rows))
-        except TypeError:  # an attribute of another type: the upstream encoder writes these
-            [scope_spans] = _encode_spans_to_dict([readable(r) for r in rows])["resourceSpans"][0]["scopeSpans"]
-            return ",".join(json.dumps(s, separators=(",", ":")) for s in scope_spans["spans"])
-
-    def export(self, staged: list[str]) -> bool:
-        if not staged:
-            return True
         before, after = self._around
-        line = before + ",".join(staged) + after
+        return before + ",".join(map(encode_span, rows)) + after
+
+    def export(self, rows: list[SpanRow]) -> bool:
+        if not rows:
+            return True
+        try:
+            line = self._encode(rows)
+        except TypeError:  # an attribute of another type: the upstream encoder writes the batch
+            line = json.dumps(_encode_spans_to_dict([readable(r) for r in rows]), separators=(",", ":"))
         with self._lock:
             if self._stream.closed:
                 return False
@@ -198,60 +185,45 @@ class SpanFileExporter:
 
 
 class SdkExporter:
-    """A span exporter of the SDK (OTLP/gRPC to a Collector) fed span rows, made the SDK's spans
-    as they are staged."""
+    """A span exporter of the SDK (OTLP/gRPC to a Collector) fed span rows."""
 
     def __init__(self, inner: SpanExporter) -> None:
         self.inner = inner
 
-    def stage(self, rows: list[SpanRow]) -> list[ReadableSpan]:
-        return [readable(r) for r in rows]
-
-    def export(self, staged: list[list[ReadableSpan]]) -> bool:
-        return self.inner.export([s for spans in staged for s in spans]) is SpanExportResult.SUCCESS
+    def export(self, rows: list[SpanRow]) -> bool:
+        return self.inner.export([readable(r) for r in rows]) is SpanExportResult.SUCCESS
 
     def shutdown(self) -> None:
         self.inner.shutdown()
 
 
 class CountingExporter:
-    """Counts the spans exported; what is staged goes out as one batch at the next export, and a
-    batch that fails is held and sent again, oldest first, before the next batch and at every
-    flush."""
+    """Counts the spans exported; a batch that fails is held and sent again, oldest first,
+    before the next batch and at every flush."""
 
     def __init__(self, inner: SpanFileExporter | SdkExporter) -> None:
         self.inner = inner
         self.exported = 0
-        self.staged: list = []
-        self.staged_spans = 0
-        self.held: deque[tuple[list, int]] = deque()  # (staged pieces, spans)
+        self.held: deque[list[SpanRow]] = deque()
         self.held_spans = 0
         self._lock = threading.Lock()
 
-    def stage(self, rows: list[SpanRow]) -> None:
-        piece = self.inner.stage(rows)
+    def export(self, rows: list[SpanRow]) -> bool:
         with self._lock:
-            self.staged.append(piece)
-            self.staged_spans += len(rows)
-
-    def export(self) -> bool:
-        with self._lock:
-            if self.staged:
-                self.held.append((self.staged, self.staged_spans))
-                self.held_spans += self.staged_spans
-                self.staged, self.staged_spans = [], 0
+            self.held.append(rows)
+            self.held_spans += len(rows)
             while self.held_spans > MAX_QUEUE:  # given up: counted as dropped
-                self.held_spans -= self.held.popleft()[1]
+                self.held_spans -= len(self.held.popleft())
             return self._send_held()
 
     def _send_held(self) -> bool:
         while self.held:
-            batch, spans = self.held[0]
+            batch = self.held[0]
             if not self.inner.export(batch):
                 return False
             self.held.popleft()
-            self.held_spans -= spans
-            self.exported += spans
+            self.held_spans -= len(batch)
+            self.exported += len(batch)
         return True
 
     def send_held(self, deadline: float) -> None:
@@ -270,19 +242,15 @@ class CountingExporter:
 
 class SpanPipeline:
     """The spans of a process's peers. A peer's span is a row appended to one list (no lock, no
-    object of the SDK: the hot path of every received copy). One thread takes the rows
-    ``CHUNK_ROWS`` at a time once the peers have recorded nothing for ``QUIET_S`` (or
-    ``BACKLOG_ROWS`` wait), splits them by peer and stages each peer's with its exporter (the
-    encoding); every ``EXPORT_EVERY_S``, and at each flush, it exports what each peer staged.
-    Beyond ``MAX_QUEUE`` rows waiting, a span is dropped (and counted: a peer's ``ended`` less
-    its ``exported``)."""
+    object of the SDK: the hot path of every received copy); one thread, every ``EXPORT_EVERY_S``
+    and at each flush, takes the rows, splits them by peer and hands each peer's to its
+    exporter. Beyond ``MAX_QUEUE`` rows waiting, a span is dropped (and counted: a peer's
+    ``ended`` less its ``exported``)."""
 
     def __init__(self) -> None:
-        self.rows: deque[SpanRow] = deque()  # appended by the peers' loop, taken by the span thread
-        self.recorded = 0  # rows recorded so far: the span thread's measure of the peers' pace
+        self.rows: deque[SpanRow] = deque()  # appended by the peers' loop, taken by the flushing thread
         self.peers = 0
-        self._staged: set[PeerTelemetry] = set()
-        self._lock = threading.Lock()  # one stage or export at a time
+        self._lock = threading.Lock()  # one export at a time
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -303,41 +271,22 @@ class SpanPipeline:
             self._thread = None
 
     def record(self, row: SpanRow) -> None:
-        self.recorded += 1
         if len(self.rows) < MAX_QUEUE:
             self.rows.append(row)
 
     def _run(self) -> None:
-        seen, exported_at = -1, time.monotonic()
-        while not self._stop.wait(QUIET_S):
-            quiet, seen = self.recorded == seen, self.recorded
-            if quiet or len(self.rows) >= BACKLOG_ROWS:
-                self._stage(CHUNK_ROWS)
-            if time.monotonic() - exported_at >= EXPORT_EVERY_S:
-                exported_at = time.monotonic()
-                self._export()
+        while not self._stop.wait(EXPORT_EVERY_S):
+            self.flush()
 
-    def _stage(self, most: int) -> None:
+    def flush(self) -> None:
         with self._lock:
             by_peer: dict[PeerTelemetry, list[SpanRow]] = {}
             take = self.rows.popleft
-            for _ in range(min(most, len(self.rows))):
+            for _ in range(len(self.rows)):
                 r = take()
                 by_peer.setdefault(r.telemetry, []).append(r)
             for telemetry, batch in by_peer.items():
-                telemetry.exporter.stage(batch)
-                self._staged.add(telemetry)
-
-    def _export(self) -> None:
-        with self._lock:
-            for telemetry in self._staged:
-                telemetry.exporter.export()
-            self._staged.clear()
-
-    def flush(self) -> None:
-        """Stage and export every row recorded."""
-        self._stage(MAX_QUEUE)
-        self._export()
+                telemetry.exporter.export(batch)
 
 
 class PeerTelemetry:

@@ -4,8 +4,6 @@ dropped (never blocking a peer) past the queue's bound."""
 
 from __future__ import annotations
 
-import time
-
 from opentelemetry.exporter.otlp.json.file import FileSpanExporter
 
 from node.transport import telemetry as telemetry_module
@@ -29,15 +27,15 @@ def _rows(tmp_path):
 def test_peer_spans_are_written_as_the_upstream_exporter_writes_them(tmp_path):
     rows = _rows(tmp_path)
     odd = rows[0]._replace(attributes={**ATTRS, "x": 1.5, "y": [1, 2]})  # types the peers do not make
-    # each line's rows, in the pieces they were staged in (encoded a chunk at a time)
-    lines = [[rows], [rows[:1]], [rows[1:]], [[odd, *rows]], [rows[:1], rows[1:]], [[odd], rows]]
+    batches = [rows, rows[:1], rows[1:], [odd, *rows]]
     ours, theirs = SpanFileExporter(tmp_path / "ours.jsonl"), FileSpanExporter(tmp_path / "theirs.jsonl")
-    for pieces in lines:
-        assert ours.export([ours.stage(piece) for piece in pieces])
-        theirs.export([readable(r) for piece in pieces for r in piece])
+    for batch in batches:
+        assert ours.export(batch)
+        theirs.export([readable(r) for r in batch])
     ours.shutdown()
     theirs.shutdown()
-    assert len((tmp_path / "ours.jsonl").read_text().splitlines()) == len(lines)
+    lines = (tmp_path / "ours.jsonl").read_text().splitlines()
+    assert len(lines) == len(batches)
     assert (tmp_path / "ours.jsonl").read_bytes() == (tmp_path / "theirs.jsonl").read_bytes()
 
 
@@ -66,26 +64,3 @@ def test_spans_past_the_queue_bound_are_dropped_and_counted(tmp_path, monkeypatc
     assert t.flush() == 15
     t.shutdown()
     assert (tmp_path / "node-1.jsonl").read_text().count('"name":"receive"') == 10
-
-
-def test_the_span_thread_encodes_while_the_peers_are_quiet_or_too_far_behind(tmp_path, monkeypatch):
-    monkeypatch.setattr(telemetry_module, "QUIET_S", 0.2)
-    monkeypatch.setattr(telemetry_module, "EXPORT_EVERY_S", 0.0)
-    monkeypatch.setattr(telemetry_module, "CHUNK_ROWS", 10)
-    monkeypatch.setattr(telemetry_module, "BACKLOG_ROWS", 1000)
-    t = PeerTelemetry("run-1", 1, "gossip", tmp_path)
-
-    def busy(seconds: float, per_tick: int) -> None:  # a span every 20 ms: never 0.2 s quiet
-        for _ in range(int(seconds / 0.02)):
-            for _ in range(per_tick):
-                t.span("receive", None, ATTRS)
-            time.sleep(0.02)
-
-    busy(1.0, 1)
-    assert t.exporter.exported == 0 and len(t.pipeline.rows) == 50  # all waiting while busy
-    time.sleep(2.5)  # quiet: taken a chunk at a time (5 chunks, one a wake)
-    assert t.exporter.exported == 50 and not t.pipeline.rows
-    busy(1.0, 40)  # 2,000 rows: past the backlog bound the thread takes chunks anyway
-    assert t.exporter.exported > 50
-    assert t.flush() == 0 and t.exporter.exported == 2050
-    t.shutdown()
