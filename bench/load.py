@@ -15,6 +15,11 @@ which it grows is not sustained). Then one run at half the highest sustained rat
 latency p99 is set against the planned path delay: the file's constant link delay times the p99
 of the hops the copies took.
 
+Each step also records the peer processes' CPU per received copy (``peer_cpu_us_per_copy``:
+their user and system time from the start to the end of the load, plus the drain, read from
+/proc every ``CPU_EVERY_S``, over the run's received copies): the cost that bounds the
+latency here, and a steadier figure than the latency on a shared machine.
+
 The layout is one peer process per core here (32 peers each), for both transports; 40 Locust
 users, so that the closed-loop users (a user waits for its ``Publish`` before the next) are not
 what limits the offered rate.
@@ -29,21 +34,65 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
+import psutil
 import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 RATES = [5, 10, 20, 40, 80, 160]
+DRAIN_S = 5.0
 BISECT = 2
 OVERRIDES = ["protocol={name: gossip, params: {gamma: 1.0, cyclon: {view_size: 8, shuffle_length: 4, cycle_ms: 1000, "
              "timeout_ms: 500}}}",
              "workload.topics=8", "workload.subscriptions={min: 2, max: 2}", "publications.locust_users=40",
-             "nodes.peers_per_process=32", "phases.warmup_s=8", "phases.drain_s=5"]
+             "nodes.peers_per_process=32", "phases.warmup_s=8", f"phases.drain_s={DRAIN_S:g}"]
 LINK_DELAY_MS = 5.0  # the file's network.delay (constant, no jitter)
 MAX_BACKLOG_GROWTH = 2.0
+CPU_EVERY_S = 0.5
+
+
+class PeerCpu:
+    """Samples the CPU time of the peer processes of the run under ``out`` (``python -m node``
+    with a config there) every ``CPU_EVERY_S``: (time.time_ns, total CPU seconds) pairs."""
+
+    def __init__(self, out: Path) -> None:
+        self.out, self.samples = str(out), []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        cpu: dict[int, float] = {}  # pid -> CPU seconds last seen (kept once the process exits)
+        while not self._stop.wait(CPU_EVERY_S):
+            for p in psutil.process_iter(["pid", "cmdline", "cpu_times"]):
+                cmd = p.info["cmdline"] or []
+                if "node" in cmd and any(self.out in c for c in cmd) and p.info["cpu_times"]:
+                    cpu[p.info["pid"]] = p.info["cpu_times"].user + p.info["cpu_times"].system
+            self.samples.append((time.time_ns(), sum(cpu.values())))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def between(self, start_ns: int, end_ns: int) -> float | None:
+        """CPU seconds spent from the last sample before ``start_ns`` to the first after ``end_ns``."""
+        before = [c for t, c in self.samples if t <= start_ns]
+        after = [c for t, c in self.samples if t >= end_ns]
+        return after[0] - before[-1] if before and after else None
+
+
+def load_window(run_dir: Path, drain_s: float) -> tuple[int, int]:
+    """The load's start and end (plus ``drain_s``) from the run's timeline, in ns."""
+    times = {}
+    for line in (run_dir / "timeline.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if r["kind"] in ("load_start", "load_end"):
+            times[r["kind"]] = r["t_ns"]
+    return times["load_start"], times["load_end"] + int(drain_s * 1e9)
 
 
 def backlog_growth(run_dir: Path) -> float | None:
@@ -72,24 +121,30 @@ def step(rate: int, transport: str, tmp: Path, tag: str = "") -> dict:
     for o in OVERRIDES:
         cmd += ["--set", o]
     start = time.perf_counter()
+    cpu = PeerCpu(out)
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    cpu.stop()
     if proc.returncode != 0:
         raise SystemExit(f"rate {rate}, {transport}: run failed:\n{proc.stderr[-2000:]}")
     [run_dir] = [p for p in out.iterdir() if p.is_dir()]
     s = json.loads((run_dir / "summary.json").read_text())
     offered = s["load"].get("offered_per_s") or 0.0
     growth = backlog_growth(run_dir)
+    cpu_s = cpu.between(*load_window(run_dir, DRAIN_S))
+    copies = s["spans"]["receive"]
     r = {
         "target_per_s": rate, "offered_per_s": round(offered, 2), "published_per_s": s["load"]["published_per_s"],
         "hit_ratio": s["hit_ratio"], "latency_p50_ms": s["latency_ms"]["p50"], "latency_p99_ms": s["latency_ms"]["p99"],
         "locust_failures": s["load"]["locust"]["failures"], "wall_s": round(time.perf_counter() - start, 1),
         "planned_path_p99_ms": LINK_DELAY_MS * s["hops"]["p99"],
         "backlog_growth": None if growth is None else round(growth, 2),
+        "peer_cpu_us_per_copy": round(cpu_s / copies * 1e6, 1) if cpu_s is not None and copies else None,
         "sustained": ((s["hit_ratio"] or 0) >= 0.999 and offered >= 0.95 * rate
                       and growth is not None and growth <= MAX_BACKLOG_GROWTH),
     }
     print(f"{transport}, target {rate}/s: offered {r['offered_per_s']}/s, hit ratio {r['hit_ratio']}, "
-          f"p99 {r['latency_p99_ms']:.0f} ms, backlog growth {r['backlog_growth']}, sustained {r['sustained']}",
+          f"p99 {r['latency_p99_ms']:.0f} ms, backlog growth {r['backlog_growth']}, "
+          f"peer CPU per copy {r['peer_cpu_us_per_copy']} µs, sustained {r['sustained']}",
           flush=True)
     return r
 
