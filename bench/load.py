@@ -41,6 +41,10 @@ from pathlib import Path
 import psutil
 import pyarrow.parquet as pq
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from analysis.runfiles import read_jsonl
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 RATES = [5, 10, 20, 40, 80, 160]
@@ -87,11 +91,7 @@ class PeerCpu:
 
 def load_window(run_dir: Path, drain_s: float) -> tuple[int, int]:
     """The load's start and end (plus ``drain_s``) from the run's timeline, in ns."""
-    times = {}
-    for line in (run_dir / "timeline.jsonl").read_text().splitlines():
-        r = json.loads(line)
-        if r["kind"] in ("load_start", "load_end"):
-            times[r["kind"]] = r["t_ns"]
+    times = {r["kind"]: r["t_ns"] for r in read_jsonl(run_dir / "timeline.jsonl")}
     return times["load_start"], times["load_end"] + int(drain_s * 1e9)
 
 
