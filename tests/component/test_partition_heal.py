@@ -33,20 +33,22 @@ async def ready_after_heal(connect_timeout_ms: float) -> float:
     server = grpc.aio.server()
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
-    iptables("-I", port)
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=channel_options(connect_timeout_ms))
-    try:
-        channel.get_state(try_to_connect=True)
-        await asyncio.sleep(CUT_S)
-        assert channel.get_state() != grpc.ChannelConnectivity.READY  # the cut held
-    finally:
-        iptables("-D", port)
-    healed = time.monotonic()
-    try:
+    channel = None
+    try:  # the server stops whatever fails (a server left running breaks later tests' loops)
+        iptables("-I", port)
+        channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=channel_options(connect_timeout_ms))
+        try:
+            channel.get_state(try_to_connect=True)
+            await asyncio.sleep(CUT_S)
+            assert channel.get_state() != grpc.ChannelConnectivity.READY  # the cut held
+        finally:
+            iptables("-D", port)
+        healed = time.monotonic()
         await asyncio.wait_for(channel.channel_ready(), 30)
         return time.monotonic() - healed
     finally:
-        await channel.close()
+        if channel is not None:
+            await channel.close()
         await server.stop(None)
 
 
