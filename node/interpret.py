@@ -8,7 +8,7 @@ cross-validation of ``sim`` against ``local`` compare like with like.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, OrderedDict
 from typing import Any, NamedTuple, Protocol
 
 from node.core.stack import Stack
@@ -44,23 +44,58 @@ class ActionDriver(Protocol):
     def span(self, record: SpanRecord, parent: Any) -> Any: ...
 
 
-def interpret(core: Stack, actions: list, stats: Counter, driver: ActionDriver, parent: Any = None) -> None:
+class EventSpans:
+    """A node's span of its own copy of its latest events (the first received, or the publish):
+    an event copy the core sends later, outside that copy's handling (the gossip's shuffle
+    repair), leaves under it, so that each event's trace stays one tree."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._spans: OrderedDict[str, Any] = OrderedDict()
+
+    def add(self, event_id: str, span: Any) -> None:
+        self._spans[event_id] = span
+        if len(self._spans) > self.capacity:
+            self._spans.popitem(last=False)
+
+    def get(self, event_id: str) -> Any:
+        return self._spans.get(event_id)
+
+
+def event_spans(core: Stack, have: EventSpans | None) -> EventSpans | None:
+    """``have`` (or a new one) where ``core``'s rule sends copies later; None where it does not."""
+    if core.rule.repair_layer is None:
+        return None
+    return have if have is not None else EventSpans(core.rule.repair_events)
+
+
+def interpret(core: Stack, actions: list, stats: Counter, driver: ActionDriver, parent: Any = None,
+              event_spans: EventSpans | None = None) -> None:
     """Carry out ``actions`` of ``core``: messages leave under the span of the copy that caused
-    them (``parent``, or the receive or publish span among the actions)."""
+    them (``parent``, or the receive or publish span among the actions). With ``event_spans``
+    (a rule that sends copies later: ``Dissemination.repair_layer``), an event copy with no such
+    span leaves under the node's own span of that event."""
     node, span = core.node_id, parent
     for a in actions:  # action types are final: exact type tests (the simulator's hottest loop)
         kind = type(a)
         if kind is Send:
-            driver.send(node, a, span)
+            if span is None and event_spans is not None and type(a.msg) is EventMsg:
+                driver.send(node, a, event_spans.get(a.msg.event_id))
+            else:
+                driver.send(node, a, span)
         elif kind is SetTimer:
             driver.set_timer(node, a.name, a.at)
         elif kind is Deliver:
             stats[EVENTS_RECEIVED] += 1
             stats[DUPLICATES] += not a.first_copy
             span = driver.span(SpanRecord("receive", a.event, node, a.src, a.first_copy, a.subscriber), parent)
+            if event_spans is not None and a.first_copy:
+                event_spans.add(a.event.event_id, span)
         elif kind is Published:
             stats[EVENTS_PUBLISHED] += 1
             span = driver.span(SpanRecord("publish", a.event, node, None, True, a.event.topic in core.topics), None)
+            if event_spans is not None:
+                event_spans.add(a.event.event_id, span)
         else:
             raise TypeError(f"not an action: {a!r}")
 

@@ -29,11 +29,13 @@ if TYPE_CHECKING:
 
 def gossip_network(n: int, *, seed: int = 0, gamma: float = 1.0, view_size: int = 8, shuffle_length: int = 4,
                    topics: int = 4, subs_per_node: int = 1, contacts: int = 3,
-                   delay_ms: float = 10.0, jitter_ms: float = 2.0, loss: float = 0.0) -> tuple[Simulation, list[frozenset[str]]]:
+                   delay_ms: float = 10.0, jitter_ms: float = 2.0, loss: float = 0.0,
+                   timeout_ms: float = 500.0, repair_window_ms: float = 5000.0) -> tuple[Simulation, list[frozenset[str]]]:
     rng = random.Random(seed)
     names = [f"t{i}" for i in range(topics)]
     subs = [frozenset(rng.sample(names, subs_per_node)) for _ in range(n)]
-    cfg = GossipConfig(gamma=gamma, cyclon=CyclonConfig(view_size=view_size, shuffle_length=shuffle_length))
+    cfg = GossipConfig(gamma=gamma, repair_window_ms=repair_window_ms,
+                       cyclon=CyclonConfig(view_size=view_size, shuffle_length=shuffle_length, timeout_ms=timeout_ms))
     sim = Simulation(seed=seed, link_rules=[LinkRule(delay_ms=delay_ms, jitter_ms=jitter_ms, loss=loss)], validate=True)
     for i in range(n):
         sim.add_node(create_protocol("gossip", Descriptor(i, f"n{i}", subs[i]), cfg, random.Random(f"{seed}:{i}")))

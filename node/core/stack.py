@@ -151,20 +151,30 @@ class ExchangeLayer(Layer, ABC):
     def request(self, partner: Descriptor, entries: Sequence[Descriptor], now: float, kept: Any = ()) -> Send:
         """The request to ``partner``; ``kept`` comes back to ``on_reply`` with its reply."""
         self.pending.expect(partner.node_id, now, kept)
-        return Send(partner.node_id, partner.addr, Gossip(self.name, self.stack.me.aged(0), tuple(entries)))
+        return Send(partner.node_id, partner.addr, self._message(entries, False, now))
+
+    def _message(self, entries: Sequence[Descriptor], reply: bool, now: float) -> Gossip:
+        rule = self.stack.rule
+        recent = rule.exchange_digest(now) if rule.repair_layer == self.name else ()
+        return Gossip(self.name, self.stack.me.aged(0), tuple(entries), reply, recent)
 
     def on_message(self, src: NodeId, msg: Message, now: float) -> list[Action]:
         if not isinstance(msg, Gossip):
             raise RemoteProtocolError(f"{self.name} takes gossip exchanges, not {type(msg).__name__}")
         if len(msg.entries) > self.max_entries:
             raise RemoteProtocolError(f"{self.name} message with {len(msg.entries)} entries (limit {self.max_entries})")
+        out: list[Action] = []
         if msg.reply:
             kept = self.pending.take(src, now)
             if kept is not None:
                 self.on_reply(msg, kept, now)
-            return []
-        entries = self.on_request(src, msg, now)
-        return [Send(src, msg.sender.addr, Gossip(self.name, self.stack.me.aged(0), tuple(entries), reply=True))]
+        else:
+            entries = self.on_request(src, msg, now)
+            out.append(Send(src, msg.sender.addr, self._message(entries, True, now)))
+        rule = self.stack.rule
+        if rule.repair_layer == self.name:
+            out += rule.exchange_repair(msg.sender, msg.recent, now)
+        return out
 
     @abstractmethod
     def on_request(self, src: NodeId, msg: Gossip, now: float) -> Sequence[Descriptor]: ...
@@ -174,11 +184,39 @@ class ExchangeLayer(Layer, ABC):
 
 
 class Dissemination(_Part, ABC):
-    """Where an event goes: asked once per event at the publisher and at each first copy."""
+    """Where an event goes: asked once per event at the publisher and at each first copy.
+
+    A rule may repair what a flood missed: when ``repair_layer`` names an exchange layer, that
+    layer's messages carry the rule's ``exchange_digest`` of recent events, and each message
+    received is handed to ``exchange_repair`` with its sender and digest (anti-entropy on the
+    shuffles: :class:`~node.core.gossip.InterestGossip`)."""
 
     params: frozenset[str] = frozenset()
     """Config fields only this rule reads: changing them on a running overlay before its first
     event is the same as starting with them (``sim.variants``)."""
+
+    @property
+    def repair_layer(self) -> str | None:
+        """The exchange layer whose messages carry this rule's digest (None: no repair)."""
+        return None
+
+    @property
+    def repair_events(self) -> int:
+        """How many of the node's latest events a repair may send copies of."""
+        return 0
+
+    def exchange_digest(self, now: float) -> tuple[str, ...]:
+        """The ids of recent events, for a message of ``repair_layer``."""
+        return ()
+
+    def exchange_repair(self, partner: Descriptor, recent: tuple[str, ...], now: float) -> list[Action]:
+        """A message of ``repair_layer`` from ``partner``, whose digest was ``recent``: the
+        copies it should get."""
+        return []
+
+    def counters(self) -> dict[str, int]:
+        """The rule's own counters, reported as ``<rule>.<name>`` with the peer's stats."""
+        return {}
 
     def check_publish(self, topic: Topic) -> None:
         """Raise LocalProtocolError if this node may not publish on ``topic``."""
@@ -376,6 +414,7 @@ class Stack:
         out = {"replies_late": sum(layer.late_replies for layer in self.layers.values())}
         for layer in self.layers.values():
             out.update((f"{layer.name}.{k}", v) for k, v in layer.counters().items())
+        out.update((f"{self.rule.name}.{k}", v) for k, v in self.rule.counters().items())
         return out
 
     def snapshot(self) -> NodeSnapshot:

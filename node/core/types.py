@@ -68,6 +68,9 @@ class Gossip:
     sender: Descriptor
     entries: tuple[Descriptor, ...]
     reply: bool = False
+    recent: tuple[str, ...] = ()
+    """Ids of the events the sender relayed most recently, where the dissemination rule asks for
+    them (:meth:`~node.core.stack.Dissemination.exchange_digest`)."""
 
 
 @value

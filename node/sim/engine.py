@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 from node.core.stack import Stack
 from node.core.types import Action, Descriptor, EventMsg, RemoteProtocolError, Send
-from node.interpret import DROPPED_BY_LINK, LOST_TO_DEAD_PEER, MALFORMED, SpanRecord, count_sent, interpret
+from node.interpret import DROPPED_BY_LINK, LOST_TO_DEAD_PEER, MALFORMED, EventSpans, SpanRecord, count_sent, event_spans, interpret
 from node.links import LinkModel, LinkRule
 from node.transport import codec
 
@@ -82,6 +82,7 @@ class Simulation:
         self._timers: dict[tuple[int, str], float] = {}
         self._span_seq = 0
         self._trace_ids: dict[str, str] = {}
+        self._event_spans: dict[int, EventSpans] = {}
         self.steps = 0
         self.frozen_s = 0.0
         """Virtual time spent frozen (run_frozen); everything scheduled later moved by it."""
@@ -186,7 +187,11 @@ class Simulation:
             core.validate()
 
     def _execute(self, node_id: int, actions: list[Action], parent_span: str | None) -> None:
-        interpret(self.nodes[node_id], actions, self.stats[node_id], self, parent_span)
+        core = self.nodes[node_id]
+        spans = event_spans(core, self._event_spans.get(node_id))
+        if spans is not None:
+            self._event_spans[node_id] = spans
+        interpret(core, actions, self.stats[node_id], self, parent_span, spans)
 
     # --- ActionDriver ---------------------------------------------------------------------------
 

@@ -165,15 +165,17 @@ def _entries(pb: Any, limit: int = MAX_ENTRIES) -> tuple[Descriptor, ...]:
 def gossip_to_pb(m: Gossip, sender: int = 0, trace: TraceIds = NO_TRACE) -> peer_pb2.GossipMessage:
     return peer_pb2.GossipMessage(
         layer=m.layer, sender=descriptor_to_pb(m.sender),
-        entries=[descriptor_to_pb(d) for d in m.entries], reply=m.reply,
+        entries=[descriptor_to_pb(d) for d in m.entries], reply=m.reply, recent=list(m.recent),
     )
 
 
 def gossip_from_pb(pb: peer_pb2.GossipMessage) -> Gossip:
     if not pb.layer:
         raise RemoteProtocolError("gossip message without a layer")
-    _check_names(pb.layer)
-    return Gossip(pb.layer, _sender(pb, "gossip message"), _entries(pb), pb.reply)
+    if len(pb.recent) > MAX_SIGNAL_ITEMS:
+        raise RemoteProtocolError(f"gossip message with {len(pb.recent)} recent event ids")
+    _check_names(pb.layer, *pb.recent)
+    return Gossip(pb.layer, _sender(pb, "gossip message"), _entries(pb), pb.reply, tuple(pb.recent))
 
 
 def signal_to_pb(m: Signal, sender: int = 0, trace: TraceIds = NO_TRACE) -> peer_pb2.SignalMessage:
@@ -282,7 +284,7 @@ def wire_size(m: Message, sender: int) -> int:
     protobuf's framing arithmetic (``test_conformance`` checks it against the encoding)."""
     kind = type(m)
     if kind is Gossip:
-        size = _layer_field(m.layer) + (2 if m.reply else 0)
+        size = _layer_field(m.layer) + (2 if m.reply else 0) + sum(_field(len(i.encode())) for i in m.recent)
     elif kind is Signal:
         size = _layer_field(m.layer) + _layer_field(m.kind) + sum(_field(len(t.encode())) for t in m.topics)
         if m.values:

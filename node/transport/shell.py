@@ -41,7 +41,7 @@ from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc, peer_pb2
 from node.core import create_protocol, protocol_spec
 from node.core.stack import Stack
 from node.core.types import Action, Descriptor, EventMsg, LocalProtocolError, Published, RemoteProtocolError, Send
-from node.interpret import DROPPED_BY_LINK, SEND_FAILED, SpanRecord, count_sent, interpret
+from node.interpret import DROPPED_BY_LINK, SEND_FAILED, EventSpans, SpanRecord, count_sent, event_spans, interpret
 from node.links import LinkModel, LinkRule
 
 from . import codec
@@ -85,6 +85,8 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         self.joined = False
         self.telemetry = PeerTelemetry(run_id, node_id, protocol, trace_dir, otlp_endpoint, self.peer_host.spans)
         self.stats: Counter[str] = Counter()
+        self.event_spans: EventSpans | None = None
+        """The spans a later copy of an event leaves under (``node.interpret.event_spans``)."""
         self.refusals = Refusals(self.stats, credentials)
         self.links = LinkModel([], random.Random(f"{seed}:links:{node_id}"))
         self.core: Stack | None = None
@@ -171,7 +173,8 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         as the response of the call being served). ``links``: span contexts the publish span
         links to (the load generator's request)."""
         self._reply_to, self._reply, self._links = reply_to, None, links
-        interpret(self.core, actions, self.stats, self, parent)
+        self.event_spans = event_spans(self.core, self.event_spans)
+        interpret(self.core, actions, self.stats, self, parent, self.event_spans)
         reply, self._reply_to, self._reply, self._links = self._reply, None, None, ()
         return reply
 

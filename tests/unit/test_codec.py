@@ -23,6 +23,7 @@ CASES = [
     Gossip("cyclon", D, (), False),
     Gossip("cyclon", D, (D, Descriptor(8, "x:1")), True),
     Gossip("vicinity", P, (P, D), False),
+    Gossip("cyclon", D, (D,), False, ("7-0-1", "12-3-400")),
     EventMsg("7-1", "a", b"payload", 7, 1),
     EventMsg("7-2", "b", b"", 9, 200),
     Signal("spidercast", "connect", D, topics=("a", "b")),
@@ -110,9 +111,16 @@ def test_invalid_event_is_a_remote_error(pb):
         codec.event_from_pb(pb)
 
 
+def test_gossip_with_too_many_recent_ids_is_a_remote_error():
+    pb = codec.gossip_to_pb(Gossip("cyclon", D, (), False, ("e",) * (codec.MAX_SIGNAL_ITEMS + 1)))
+    with pytest.raises(RemoteProtocolError, match="recent event ids"):
+        codec.gossip_from_pb(pb)
+
+
 def test_gossip_size_arithmetic_matches_protobuf():
     big = Descriptor(2**40, "h" * 300, frozenset(f"t{i}" for i in range(200)), 7, tuple((f"t{i}", i % 5) for i in range(0, 200, 3)))
-    for msg in (Gossip("cyclon", D, (), False), Gossip("rings", big, (D, big) * 5, True), Gossip("", D, (D,), False)):
+    for msg in (Gossip("cyclon", D, (), False), Gossip("rings", big, (D, big) * 5, True), Gossip("", D, (D,), False),
+                Gossip("cyclon", D, (D,), True, tuple(f"{i}-0-{i * 977}" for i in range(40)) + ("x" * 300,))):
         assert codec.wire_size(msg, 1) == len(codec.encode(msg, 1))
 
 

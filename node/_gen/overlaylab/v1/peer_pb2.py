@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18overlaylab/v1/peer.proto\x12\roverlaylab.v1\"~\n\x0eNodeDescriptor\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\x12\x0c\n\x04\x61\x64\x64r\x18\x02 \x01(\t\x12\x0e\n\x06topics\x18\x03 \x03(\t\x12\x0b\n\x03\x61ge\x18\x04 \x01(\r\x12\x30\n\npriorities\x18\x05 \x03(\x0b\x32\x1c.overlaylab.v1.TopicPriority\"0\n\rTopicPriority\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x10\n\x08priority\x18\x02 \x01(\r\"\x8c\x01\n\rGossipMessage\x12\r\n\x05layer\x18\x01 \x01(\t\x12-\n\x06sender\x18\x02 \x01(\x0b\x32\x1d.overlaylab.v1.NodeDescriptor\x12.\n\x07\x65ntries\x18\x03 \x03(\x0b\x32\x1d.overlaylab.v1.NodeDescriptor\x12\r\n\x05reply\x18\x04 \x01(\x08\"\xab\x01\n\rSignalMessage\x12\r\n\x05layer\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12-\n\x06sender\x18\x03 \x01(\x0b\x32\x1d.overlaylab.v1.NodeDescriptor\x12.\n\x07\x65ntries\x18\x04 \x03(\x0b\x32\x1d.overlaylab.v1.NodeDescriptor\x12\x0e\n\x06topics\x18\x05 \x03(\t\x12\x0e\n\x06values\x18\x06 \x03(\x03\"1\n\x0cTraceContext\x12\x10\n\x08trace_id\x18\x01 \x01(\x0c\x12\x0f\n\x07span_id\x18\x02 \x01(\x0c\"\x9d\x01\n\x0c\x45ventMessage\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x0f\n\x07payload\x18\x03 \x01(\x0c\x12\x0c\n\x04hops\x18\x04 \x01(\r\x12\x11\n\tpublisher\x18\x05 \x01(\x04\x12\x0e\n\x06sender\x18\x06 \x01(\x04\x12*\n\x05trace\x18\x07 \x01(\x0b\x32\x1b.overlaylab.v1.TraceContext\"\x05\n\x03\x41\x63k\"?\n\x08\x45nvelope\x12\x0b\n\x03rpc\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x12\x10\n\x03\x64st\x18\x03 \x01(\x04H\x00\x88\x01\x01\x42\x06\n\x04_dst\"2\n\x05\x46rame\x12)\n\x08messages\x18\x01 \x03(\x0b\x32\x17.overlaylab.v1.Envelope\"\x14\n\x05Probe\x12\x0b\n\x03seq\x18\x01 \x01(\x04\"&\n\x08ProbeAck\x12\x1a\n\x12received_unix_nano\x18\x01 \x01(\x03\x32\xb3\x02\n\x04Peer\x12\x46\n\x08\x45xchange\x12\x1c.overlaylab.v1.GossipMessage\x1a\x1c.overlaylab.v1.GossipMessage\x12:\n\x07\x46orward\x12\x1b.overlaylab.v1.EventMessage\x1a\x12.overlaylab.v1.Ack\x12:\n\x06Signal\x12\x1c.overlaylab.v1.SignalMessage\x1a\x12.overlaylab.v1.Ack\x12\x34\n\x06Stream\x12\x14.overlaylab.v1.Frame\x1a\x12.overlaylab.v1.Ack(\x01\x12\x35\n\x04Ping\x12\x14.overlaylab.v1.Probe\x1a\x17.overlaylab.v1.ProbeAckb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18overlaylab/v1/peer.proto\x12\roverlaylab.v1\"~\n\x0eNodeDescriptor\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\x12\x0c\n\x04\x61\x64\x64r\x18\x02 \x01(\t\x12\x0e\n\x06topics\x18\x03 \x03(\t\x12\x0b\n\x03\x61ge\x18\x04 \x01(\r\x12\x30\n\npriorities\x18\x05 \x03(\x0b\x32\x1c.overlaylab.v1.TopicPriority\"0\n\rTopicPriority\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x10\n\x08priority\x18\x02 \x01(\r\"\x9c\x01\n\rGossipMessage\x12\r\n\x05layer\x18\x01 \x01(\t\x12-\n\x06sender\x18\x02 \x01(\x0b\x32\x1d.overlaylab.v1.NodeDescriptor\x12.\n\x07\x65ntries\x18\x03 \x03(\x0b\x32\x1d.overlaylab.v1.NodeDescriptor\x12\r\n\x05reply\x18\x04 \x01(\x08\x12\x0e\n\x06recent\x18\x05 \x03(\t\"\xab\x01\n\rSignalMessage\x12\r\n\x05layer\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12-\n\x06sender\x18\x03 \x01(\x0b\x32\x1d.overlaylab.v1.NodeDescriptor\x12.\n\x07\x65ntries\x18\x04 \x03(\x0b\x32\x1d.overlaylab.v1.NodeDescriptor\x12\x0e\n\x06topics\x18\x05 \x03(\t\x12\x0e\n\x06values\x18\x06 \x03(\x03\"1\n\x0cTraceContext\x12\x10\n\x08trace_id\x18\x01 \x01(\x0c\x12\x0f\n\x07span_id\x18\x02 \x01(\x0c\"\x9d\x01\n\x0c\x45ventMessage\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x0f\n\x07payload\x18\x03 \x01(\x0c\x12\x0c\n\x04hops\x18\x04 \x01(\r\x12\x11\n\tpublisher\x18\x05 \x01(\x04\x12\x0e\n\x06sender\x18\x06 \x01(\x04\x12*\n\x05trace\x18\x07 \x01(\x0b\x32\x1b.overlaylab.v1.TraceContext\"\x05\n\x03\x41\x63k\"?\n\x08\x45nvelope\x12\x0b\n\x03rpc\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x12\x10\n\x03\x64st\x18\x03 \x01(\x04H\x00\x88\x01\x01\x42\x06\n\x04_dst\"2\n\x05\x46rame\x12)\n\x08messages\x18\x01 \x03(\x0b\x32\x17.overlaylab.v1.Envelope\"\x14\n\x05Probe\x12\x0b\n\x03seq\x18\x01 \x01(\x04\"&\n\x08ProbeAck\x12\x1a\n\x12received_unix_nano\x18\x01 \x01(\x03\x32\xb3\x02\n\x04Peer\x12\x46\n\x08\x45xchange\x12\x1c.overlaylab.v1.GossipMessage\x1a\x1c.overlaylab.v1.GossipMessage\x12:\n\x07\x46orward\x12\x1b.overlaylab.v1.EventMessage\x1a\x12.overlaylab.v1.Ack\x12:\n\x06Signal\x12\x1c.overlaylab.v1.SignalMessage\x1a\x12.overlaylab.v1.Ack\x12\x34\n\x06Stream\x12\x14.overlaylab.v1.Frame\x1a\x12.overlaylab.v1.Ack(\x01\x12\x35\n\x04Ping\x12\x14.overlaylab.v1.Probe\x1a\x17.overlaylab.v1.ProbeAckb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,23 +36,23 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TOPICPRIORITY']._serialized_start=171
   _globals['_TOPICPRIORITY']._serialized_end=219
   _globals['_GOSSIPMESSAGE']._serialized_start=222
-  _globals['_GOSSIPMESSAGE']._serialized_end=362
-  _globals['_SIGNALMESSAGE']._serialized_start=365
-  _globals['_SIGNALMESSAGE']._serialized_end=536
-  _globals['_TRACECONTEXT']._serialized_start=538
-  _globals['_TRACECONTEXT']._serialized_end=587
-  _globals['_EVENTMESSAGE']._serialized_start=590
-  _globals['_EVENTMESSAGE']._serialized_end=747
-  _globals['_ACK']._serialized_start=749
-  _globals['_ACK']._serialized_end=754
-  _globals['_ENVELOPE']._serialized_start=756
-  _globals['_ENVELOPE']._serialized_end=819
-  _globals['_FRAME']._serialized_start=821
-  _globals['_FRAME']._serialized_end=871
-  _globals['_PROBE']._serialized_start=873
-  _globals['_PROBE']._serialized_end=893
-  _globals['_PROBEACK']._serialized_start=895
-  _globals['_PROBEACK']._serialized_end=933
-  _globals['_PEER']._serialized_start=936
-  _globals['_PEER']._serialized_end=1243
+  _globals['_GOSSIPMESSAGE']._serialized_end=378
+  _globals['_SIGNALMESSAGE']._serialized_start=381
+  _globals['_SIGNALMESSAGE']._serialized_end=552
+  _globals['_TRACECONTEXT']._serialized_start=554
+  _globals['_TRACECONTEXT']._serialized_end=603
+  _globals['_EVENTMESSAGE']._serialized_start=606
+  _globals['_EVENTMESSAGE']._serialized_end=763
+  _globals['_ACK']._serialized_start=765
+  _globals['_ACK']._serialized_end=770
+  _globals['_ENVELOPE']._serialized_start=772
+  _globals['_ENVELOPE']._serialized_end=835
+  _globals['_FRAME']._serialized_start=837
+  _globals['_FRAME']._serialized_end=887
+  _globals['_PROBE']._serialized_start=889
+  _globals['_PROBE']._serialized_end=909
+  _globals['_PROBEACK']._serialized_start=911
+  _globals['_PROBEACK']._serialized_end=949
+  _globals['_PEER']._serialized_start=952
+  _globals['_PEER']._serialized_end=1259
 # @@protoc_insertion_point(module_scope)

@@ -29,16 +29,18 @@ class TopicPriority(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class GossipMessage(_message.Message):
-    __slots__ = ("layer", "sender", "entries", "reply")
+    __slots__ = ("layer", "sender", "entries", "reply", "recent")
     LAYER_FIELD_NUMBER: _ClassVar[int]
     SENDER_FIELD_NUMBER: _ClassVar[int]
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     REPLY_FIELD_NUMBER: _ClassVar[int]
+    RECENT_FIELD_NUMBER: _ClassVar[int]
     layer: str
     sender: NodeDescriptor
     entries: _containers.RepeatedCompositeFieldContainer[NodeDescriptor]
     reply: bool
-    def __init__(self, layer: _Optional[str] = ..., sender: _Optional[_Union[NodeDescriptor, _Mapping]] = ..., entries: _Optional[_Iterable[_Union[NodeDescriptor, _Mapping]]] = ..., reply: _Optional[bool] = ...) -> None: ...
+    recent: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, layer: _Optional[str] = ..., sender: _Optional[_Union[NodeDescriptor, _Mapping]] = ..., entries: _Optional[_Iterable[_Union[NodeDescriptor, _Mapping]]] = ..., reply: _Optional[bool] = ..., recent: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SignalMessage(_message.Message):
     __slots__ = ("layer", "kind", "sender", "entries", "topics", "values")
