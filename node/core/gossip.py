@@ -32,6 +32,7 @@ from __future__ import annotations
 import random
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from .cyclon import LAYER as CYCLON
@@ -125,7 +126,9 @@ class InterestGossip(Dissemination):
         recent = self.recent
         while recent and next(iter(recent.values()))[1] < horizon:
             recent.popitem(last=False)
-        return list(recent.values())[-config.repair_ids:]
+        newest = list(islice(reversed(recent.values()), config.repair_ids))
+        newest.reverse()
+        return newest
 
     def exchange_digest(self, now: float) -> tuple[str, ...]:
         return tuple(e.event_id for e, _ in self._window(now))
