@@ -88,10 +88,10 @@ def missed_deliveries(sim, subs, events: int = 12) -> tuple[int, int]:
 
 
 def test_shuffle_repair_completes_floods_slower_than_the_shuffles():
-    # 1.5 s a hop against CYCLON's 1 s period: shuffles move links while a flood runs. Without
+    # 2 s a hop against CYCLON's 1 s period: shuffles move links while a flood runs. Without
     # the repair, some nodes lose every link from a node that had yet to relay, and are missed.
     def run(window_ms: float) -> tuple[int, int]:
-        sim, subs = gossip_network(300, seed=3, delay_ms=1500.0, jitter_ms=200.0, timeout_ms=15_000.0,
+        sim, subs = gossip_network(200, seed=3, delay_ms=2000.0, jitter_ms=300.0, timeout_ms=20_000.0,
                                    repair_window_ms=window_ms)
         return missed_deliveries(sim, subs)
 
