@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 def gossip_network(n: int, *, seed: int = 0, gamma: float = 1.0, view_size: int = 8, shuffle_length: int = 4,
                    topics: int = 4, subs_per_node: int = 1, contacts: int = 3,
                    delay_ms: float = 10.0, jitter_ms: float = 2.0, loss: float = 0.0,
-                   timeout_ms: float = 500.0, repair_window_ms: float = 5000.0) -> tuple[Simulation, list[frozenset[str]]]:
+                   timeout_ms: float = 500.0, repair_window_ms: float = GossipConfig.repair_window_ms) -> tuple[Simulation, list[frozenset[str]]]:
     rng = random.Random(seed)
     names = [f"t{i}" for i in range(topics)]
     subs = [frozenset(rng.sample(names, subs_per_node)) for _ in range(n)]

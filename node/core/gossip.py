@@ -131,9 +131,13 @@ class InterestGossip(Dissemination):
         return newest
 
     def exchange_digest(self, now: float) -> tuple[str, ...]:
+        if not self.recent:  # no event yet: every shuffle of a run without events
+            return ()
         return tuple(e.event_id for e, _ in self._window(now))
 
     def exchange_repair(self, partner: Descriptor, recent: tuple[str, ...], now: float) -> list[Action]:
+        if not self.recent:
+            return []
         settled = now - self.stack.config.repair_after_ms / 1000.0
         known = set(recent)
         missing = [e for e, t in self._window(now)
@@ -143,7 +147,7 @@ class InterestGossip(Dissemination):
         return [a for e in missing for a in self.stack.send_copies(e, (partner,))]
 
     def counters(self) -> dict[str, int]:
-        return {"repaired": self.repaired} if self.repairs else {}
+        return {"repaired": self.repaired} if self.repaired else {}  # like the drivers' counters: none at 0
 
 
 def build(me: Descriptor, config: GossipConfig, rng: random.Random, shared: dict[str, Any]) -> Stack:

@@ -188,9 +188,11 @@ class Simulation:
 
     def _execute(self, node_id: int, actions: list[Action], parent_span: str | None) -> None:
         core = self.nodes[node_id]
-        spans = event_spans(core, self._event_spans.get(node_id))
-        if spans is not None:
-            self._event_spans[node_id] = spans
+        spans = self._event_spans.get(node_id)
+        if spans is None:
+            spans = event_spans(core, None)
+            if spans is not None:
+                self._event_spans[node_id] = spans
         interpret(core, actions, self.stats[node_id], self, parent_span, spans)
 
     # --- ActionDriver ---------------------------------------------------------------------------

@@ -284,7 +284,9 @@ def wire_size(m: Message, sender: int) -> int:
     protobuf's framing arithmetic (``test_conformance`` checks it against the encoding)."""
     kind = type(m)
     if kind is Gossip:
-        size = _layer_field(m.layer) + (2 if m.reply else 0) + sum(_field(len(i.encode())) for i in m.recent)
+        size = _layer_field(m.layer) + (2 if m.reply else 0)
+        if m.recent:
+            size += sum(_field(len(i.encode())) for i in m.recent)
     elif kind is Signal:
         size = _layer_field(m.layer) + _layer_field(m.kind) + sum(_field(len(t.encode())) for t in m.topics)
         if m.values:
