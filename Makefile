@@ -4,6 +4,7 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+NATIVE := $(VENV)/.native
 HELM := $(VENV)/bin/helm
 # moto's S3 server for the object-storage test, in its own venv: botocore wants python-dateutil<3,
 # the kubernetes client >=3.
@@ -24,7 +25,7 @@ BACKEND ?= local
 	cluster-build cluster-images cluster-up cluster-down test-cluster bench-cluster \
 	chaos-build chaos-up chaos-down bench-chaos-mesh
 
-setup: $(STAMP)
+setup: $(STAMP) $(NATIVE)
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v java >/dev/null || { echo "Java 17 is needed for Spark: apt-get install openjdk-17-jre-headless"; exit 1; }
@@ -32,6 +33,13 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[test]'
 	touch $@
+
+# The simulator's compiled CYCLON loop (node/sim/native/, Rust with PyO3, docs/architecture.md),
+# built where cargo is present; without it the simulator runs its Python loop (same output).
+$(NATIVE): node/sim/native/Cargo.toml node/sim/native/pyproject.toml node/sim/native/src/lib.rs | $(STAMP)
+	@if command -v cargo >/dev/null; then \
+		$(PY) -m pip install --quiet ./node/sim/native && touch $@; \
+	else echo "cargo not found: the simulator's compiled CYCLON loop is not built (its Python loop runs)"; fi
 
 run: setup
 	$(VENV)/bin/overlaylab run $(EXPERIMENT) --backend $(BACKEND)
@@ -155,6 +163,7 @@ bench: bench-sim bench-load bench-spans bench-peers bench-poldercast bench-spark
 
 bench-sim: setup
 	$(PY) bench/run.py
+	$(PY) bench/cyclon.py
 	$(PY) bench/sweep.py
 
 bench-load: setup

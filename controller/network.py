@@ -123,7 +123,10 @@ def read_matrix(path: str) -> np.ndarray:
 
 
 def link_model_for_sim(plan: NetworkPlan, seed: int):
-    from node.links import LinkModel
+    from node.links import FixedDelay, LinkModel
 
-    base = None if isinstance(plan.model, ConstantDelay) and plan.model.ms == 0 else plan.base_delay
+    if isinstance(plan.model, ConstantDelay):
+        base = FixedDelay(plan.model.ms) if plan.model.ms else None
+    else:
+        base = plan.base_delay
     return LinkModel([plan.rule], random.Random(f"{seed}:links"), base=base, bandwidth_kbps=plan.bandwidth_kbps)

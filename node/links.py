@@ -35,6 +35,16 @@ class LinkRule:
 NO_RULE = LinkRule()
 
 
+@dataclass(frozen=True, slots=True)
+class FixedDelay:
+    """A base delay that is the same on every link (a ``LinkModel``'s ``base``)."""
+
+    ms: float
+
+    def __call__(self, src: int, dst: int) -> float:
+        return self.ms
+
+
 class LinkModel:
     def __init__(self, rules: list[LinkRule], rng: random.Random,
                  base: Callable[[int, int], float] | None = None,

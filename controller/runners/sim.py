@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 from node.core import create_protocol
 from node.core.types import Descriptor
 from node.sim import Simulation, SpanColumns
+from node.sim.engine import paused_gc
 
 from .. import plans
 from ..config import Experiment, ExperimentError, variant_experiment, variant_label
@@ -91,7 +92,8 @@ class _SimRun:
         self.writer: pq.ParquetWriter | None = None  # opened on the first spans, where this process writes
         self.spans = SpanColumns(sink=self._write_spans)
         self.sim = Simulation(seed=exp.seed, links=link_model_for_sim(self.plan.network, exp.seed),
-                              wire_codec=exp.sim.wire_codec, spans=self.spans, validate=exp.sim.check_invariants)
+                              wire_codec=exp.sim.wire_codec, spans=self.spans, validate=exp.sim.check_invariants,
+                              engine=exp.sim.engine)
         self.timeline = Timeline(rd)
         self.snapshots = JsonLines(rd, "snapshots.jsonl")
         self.alive: set[int] = set()
@@ -151,13 +153,13 @@ class _SimRun:
         """Every alive node's views, at virtual time and at gossip time (frozen rounds out)."""
         sim = self.sim
         at, gossip_at = ns(sim.now), ns(sim.now - sim.frozen_s)
-        self.snapshots.write(row for i in sorted(self.alive) for row in snapshot_rows(sim.nodes[i].snapshot(), at, gossip_at))
+        self.snapshots.write(row for i in sorted(self.alive) for row in snapshot_rows(sim.snapshot(i), at, gossip_at))
 
     def settled_snapshot(self) -> None:
         """A snapshot once the exchanges in flight have finished (timers held), so a partner
         that a RINGS/VICINITY exchange removed for a moment is not counted as missing: the
         end-of-cycle view the paper's simulator measures. Periodic, and at the end."""
-        self.sim.run_frozen(lambda: None)
+        self.sim.settle()
         self.write_snapshot()
 
     # --- variants -----------------------------------------------------------------------------
@@ -245,18 +247,19 @@ class _SimRun:
         every = exp.outputs.snapshot_every_s
         if every:
             for k in range(1, int(self.plan.end_s / every) + 1):
-                sim.call_at(k * every, self.settled_snapshot)
+                sim.call_at(k * every, self.settled_snapshot, native_ok=True)
 
     def run(self) -> None:
         exp, rd, plan, sim = self.exp, self.rd, self.plan, self.sim
         try:
             rd.write_jsonl("subscriptions.jsonl", ({"node": i, "topics": sorted(t)} for i, t in enumerate(plan.subscriptions)))
             n = len(plan.subscriptions)
-            for i in range(n):
-                sim.add_node(self.new_core(i))
-            for i in range(n):
-                if i not in plan.churn.offline_at_start:
-                    self.join(i, plans.initial_contacts(plan, i), initial=True)
+            with paused_gc():
+                for i in range(n):
+                    sim.add_node(self.new_core(i))
+                for i in range(n):
+                    if i not in plan.churn.offline_at_start:
+                        self.join(i, plans.initial_contacts(plan, i), initial=True)
             self._schedule()
             networks = f" ({exp.sim.networks} networks)" if exp.sim.networks > 1 else ""
             with phase(f"sim: {n} peers{networks}, {plan.end_s:.0f} s of virtual time", plan.end_s) as advance:
@@ -267,6 +270,7 @@ class _SimRun:
                     advance(t - sim.frozen_s)
             end_ns = ns(sim.now)
             self.settled_snapshot()
+            sim.sync()
             self.spans.flush()
         finally:
             if self.writer is None and not self.forked:  # a run with no spans
@@ -280,7 +284,7 @@ class _SimRun:
                                       for i, c in sim.stats.items()))
         rd.write_json("run.json", run_meta(
             exp, rd, started_ns=0, measure_start_ns=ns(exp.phases.warmup_s), ended_ns=end_ns,
-            frozen_ns=ns(sim.frozen_s), sim_steps=sim.steps, spans=self.spans.count,
+            frozen_ns=ns(sim.frozen_s), sim_steps=sim.steps, sim_native_steps=sim.native_steps, spans=self.spans.count,
             events_planned=len(plan.publications) + plan.skipped_publications, skipped_publications=plan.skipped_publications,
             **plans.manifest(plan),
         ))

@@ -9,17 +9,22 @@ record with the fields of the OTLP spans that local peers write (ARCHITECTURE.md
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import heapq
 import random
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 from node.core.stack import Stack
-from node.core.types import Action, Descriptor, EventMsg, RemoteProtocolError, Send
+from node.core.types import Action, Descriptor, EventMsg, NodeSnapshot, RemoteProtocolError, Send
 from node.interpret import DROPPED_BY_LINK, LOST_TO_DEAD_PEER, MALFORMED, EventSpans, SpanRecord, count_sent, event_spans, interpret
 from node.links import LinkModel, LinkRule
 from node.transport import codec
+
+from . import native
+from .native import NativeCyclon
 
 _TIMER, _MSG, _CALL = 0, 1, 2
 
@@ -27,6 +32,20 @@ SPAN_FIELDS = (
     "trace_id", "span_id", "parent_span_id", "name", "time_ns", "node", "from_node",
     "event_id", "topic", "hops", "first_copy", "subscriber",
 )
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """No cyclic garbage collection while objects are made in bulk (a network's cores, the
+    hand-overs of the compiled loop): each full collection would walk every object made so far,
+    about a fifth of a 10,000-node CYCLON run's time. Reference counting still frees."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class SpanColumns:
@@ -65,6 +84,7 @@ class Simulation:
         wire_codec: bool = True,
         spans: SpanColumns | None = None,
         validate: bool = False,
+        engine: str = "python",
     ) -> None:
         self.now = 0.0
         self.nodes: dict[int, Stack] = {}
@@ -86,24 +106,38 @@ class Simulation:
         self.steps = 0
         self.frozen_s = 0.0
         """Virtual time spent frozen (run_frozen); everything scheduled later moved by it."""
+        if engine not in ("python", "auto", "native"):
+            raise ValueError(f"engine must be python, auto or native, not {engine!r}")
+        self.engine = engine
+        """The compiled CYCLON loop (:mod:`node.sim.native`) takes the run over at its start:
+        ``auto`` where it can, ``native`` the same but an error where it cannot; ``python``
+        never."""
+        self.native_steps = 0
+        """Steps the compiled loop ran."""
+        self._native: NativeCyclon | None = None
+        self._native_tried = False
 
     # --- set-up and scheduling --------------------------------------------------------------
 
     def add_node(self, core: Stack) -> None:
+        self.sync()
         self.nodes[core.node_id] = core
         self.stats[core.node_id] = Counter()
 
     def start_node(self, node_id: int, contacts: Sequence[Descriptor]) -> None:
         """Start a node; ``contacts`` is handed over as it is (nodes may share one list)."""
+        self.sync()
         self.alive.add(node_id)
         self._execute(node_id, self.nodes[node_id].start(self.now, contacts), None)
 
     def replace_node(self, core: Stack) -> None:
         """Put a fresh core in place of a (stopped) node's old one; its counters carry on."""
+        self.sync()
         self.nodes[core.node_id] = core
 
     def stop_node(self, node_id: int, graceful: bool = False) -> None:
         """Crash (or, graceful, leave): the node stops; messages to it are lost from now on."""
+        self.sync()
         if graceful and node_id in self.alive:
             self._execute(node_id, self.nodes[node_id].leave(self.now), None)
         self.alive.discard(node_id)
@@ -111,14 +145,33 @@ class Simulation:
             del self._timers[key]
 
     def publish(self, node_id: int, topic: str, payload: bytes) -> None:
+        self.sync()
         if node_id in self.alive:
             self._execute(node_id, self.nodes[node_id].publish(topic, payload, self.now), None)
 
-    def call_at(self, at: float, fn: Callable[[], None]) -> None:
-        self._push(at, _CALL, fn)
+    def call_at(self, at: float, fn: Callable[[], None], native_ok: bool = False) -> None:
+        """Call ``fn`` at ``at``. ``native_ok``: it only reads the overlay (``snapshot``,
+        ``settle``), so the compiled loop may carry on after it."""
+        if self._native is not None:
+            self._native.call_at(at, fn, native_ok)
+        else:
+            self._push(at, _CALL, (fn, native_ok))
 
     def run_until(self, t_end: float, max_steps: int = 10**9) -> None:
         """Process every entry due before ``t_end``; fail loudly past ``max_steps``."""
+        if not self._native_tried:
+            self._try_native()
+        while self._native is not None:
+            engine = self._native.engine
+            handle = engine.run_until(t_end, max_steps)
+            self.native_steps += engine.steps - self.steps
+            self.now, self.steps = engine.now, engine.steps
+            if handle is None:
+                return
+            fn, native_ok = self._native.calls.pop(handle)
+            if not native_ok:
+                self.sync()
+            fn()
         q = self._queue
         while q and q[0][0] <= t_end:
             if self.steps >= max_steps:
@@ -136,7 +189,7 @@ class Simulation:
                     if self.validate:
                         self.nodes[node_id].validate()
             else:
-                data()
+                data[0]()
         self.now = max(self.now, t_end)
 
     def run_frozen(self, fn: Callable[[], None], max_steps: int = 10**9) -> None:
@@ -144,6 +197,7 @@ class Simulation:
         scheduled call is held back while the messages in flight, and those they cause, are
         delivered to completion; then virtual time has moved on and the held entries resume,
         shifted by the frozen time, so no gossip cycle is lost or squeezed."""
+        self.sync()
         held = [e for e in self._queue if e[2] != _MSG]
         # In place: run_until may be iterating this very list (fn runs from a scheduled call).
         self._queue[:] = [e for e in self._queue if e[2] == _MSG]
@@ -163,6 +217,42 @@ class Simulation:
             if kind == _TIMER and self._timers.get(data) == at:
                 self._timers[data] = at + shift
             heapq.heappush(self._queue, (at + shift, seq, kind, data))
+
+    def settle(self) -> None:
+        """``run_frozen`` with nothing to call: the exchanges in flight finish, timers held."""
+        if self._native is None:
+            self.run_frozen(lambda: None)
+            return
+        engine = self._native.engine
+        engine.settle()
+        self.native_steps += engine.steps - self.steps
+        self.now, self.steps, self.frozen_s = engine.now, engine.steps, engine.frozen_s
+
+    def snapshot(self, node_id: int) -> NodeSnapshot:
+        """Node ``node_id``'s views now."""
+        if self._native is not None:
+            return self._native.snapshot(node_id)
+        return self.nodes[node_id].snapshot()
+
+    def sync(self) -> None:
+        """Hand a run in the compiled loop back to the Python cores (before anything reads or
+        changes them; the methods here call it themselves)."""
+        if self._native is not None:
+            with paused_gc():
+                self._native.give_back()
+            self._native = None
+
+    def _try_native(self) -> None:
+        self._native_tried = True
+        if self.engine == "python":
+            return
+        reason = native.unsupported(self)
+        if reason is None:
+            self._native = native.NativeCyclon(self)
+            with paused_gc():
+                self._native.take()
+        elif self.engine == "native":
+            raise RuntimeError(f"sim.engine is native, but the compiled CYCLON loop cannot run this: {reason}")
 
     # --- internals --------------------------------------------------------------------------
 

@@ -301,6 +301,16 @@ def wire_size(m: Message, sender: int) -> int:
     return size
 
 
+def profile_size(d: Descriptor) -> int:
+    """The encoded size of ``d``'s profile (all but its age), as ``wire_size`` counts it."""
+    return d.profile_bytes or _measure_profile(d)
+
+
+def layer_bytes(layer: str) -> int:
+    """The bytes a message's ``layer`` field takes, as ``wire_size`` counts them."""
+    return _layer_field(layer)
+
+
 _PROFILE_SIZES: dict[tuple[int, int, int], tuple[Descriptor, int]] = {}
 _PROFILE_SIZES_MAX = 200_000
 

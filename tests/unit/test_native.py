@@ -1,0 +1,123 @@
+"""The compiled CYCLON loop (node/sim/native/) against the Python cores it stands in for: the same
+random draws as Python's generator, and the same run, byte for byte, on the same seeds.
+
+Where cargo is present `make setup` builds the extension, and these tests require it; without
+cargo the extension cannot be built and the simulator runs its Python loop (tested here too)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import shutil
+
+import pytest
+
+from controller.config import parse_experiment
+from controller.rundir import RunDir
+from controller.runners.sim import SimRunner
+from node.core.cyclon import Cyclon
+from node.sim import native
+
+pytestmark = pytest.mark.unit
+
+compiled = pytest.mark.skipif(not native.available() and not shutil.which("cargo"),
+                              reason="no cargo here: the compiled CYCLON loop cannot be built")
+"""Where cargo is present and the extension is not built, these fail (on its absence)."""
+
+OUTPUTS = ("traces/spans.parquet", "snapshots.jsonl", "stats.jsonl", "timeline.jsonl")
+
+GOSSIP = {
+    "protocol": {"name": "gossip", "params": {"gamma": 0.2, "cyclon": {"view_size": 8, "shuffle_length": 4}}},
+    "nodes": {"count": 120},
+    "workload": {"topics": 4, "subscriptions": {"min": 1, "max": 2}},
+    "publications": {"count": 10, "rate_per_s": 5},
+    "network": {"delay": {"ms": 10}},
+    "phases": {"warmup_s": 12, "drain_s": 3},
+    "outputs": {"snapshot_every_s": 4},
+    "sim": {"wire_codec": False},
+}
+
+
+def run(tmp_path, engine: str, **sections) -> tuple[dict[str, str], dict]:
+    """Run an experiment in sim with ``engine``: the SHA-256 of each output, and run.json."""
+    exp = parse_experiment({"name": "t", "seed": 5, "backend": "sim", **GOSSIP, **sections,
+                            "sim": {**GOSSIP["sim"], **sections.get("sim", {}), "engine": engine}})
+    rd = RunDir.create(exp, tmp_path / engine)
+    SimRunner().run(exp, rd)
+    digests = {name: hashlib.sha256((rd.path / name).read_bytes()).hexdigest() for name in OUTPUTS}
+    return digests, json.loads((rd.path / "run.json").read_text())
+
+
+def assert_same_run(tmp_path, **sections) -> dict:
+    """The run in the compiled loop and in Python: the same files; returns the native run.json."""
+    python, python_meta = run(tmp_path, "python", **sections)
+    compiled_run, meta = run(tmp_path, "native", **sections)
+    assert compiled_run == python
+    assert python_meta["sim_native_steps"] == 0
+    assert 0 < meta["sim_native_steps"] <= meta["sim_steps"] == python_meta["sim_steps"]
+    return meta
+
+
+@compiled
+@pytest.mark.parametrize("seed", ["1:node:0", "7:node:123", "x"])
+def test_random_draws_are_pythons(seed):
+    rng = random.Random(seed)
+    state = list(rng.getstate()[1])
+    assert native.overlaylab_native.mt_randoms(state, 3000) == [rng.random() for _ in range(3000)]
+    state = list(rng.getstate()[1])
+    # sample: the pool algorithm (small populations, CYCLON's) and the set one (large), from
+    # one state carried on, so that the generator's index wraps past 624 words too.
+    for population, k in [(20, 9), (20, 10), (19, 19), (1, 1), (3, 0), (6, 5), (22, 3), (100, 9), (5000, 30)] * 20:
+        drawn, state = native.overlaylab_native.mt_sample(state, population, k)
+        assert drawn == rng.sample(range(population), k)
+        assert tuple(state) == rng.getstate()[1]
+
+
+@compiled
+def test_cyclon_overlay_is_the_python_ones_byte_for_byte(tmp_path):
+    """The CYCLON-scale setting (one late publication, gamma 0), small, with settled snapshots:
+    the compiled loop runs all but the end, and every output file is the same."""
+    meta = assert_same_run(tmp_path, protocol={"name": "gossip", "params": {
+        "gamma": 0.0, "cyclon": {"view_size": 20, "shuffle_length": 10, "timeout_ms": 500}}},
+        nodes={"count": 400, "bootstrap_contacts": 20}, publications={"count": 1, "rate_per_s": 1},
+        phases={"warmup_s": 20, "drain_s": 1}, outputs={"snapshot_every_s": 5})
+    assert meta["sim_native_steps"] > 0.9 * meta["sim_steps"]
+
+
+@compiled
+def test_late_replies_losses_jitter_and_refills_are_the_python_ones(tmp_path, monkeypatch):
+    """Replies later than the timeout (half of them), lost and jittered messages, and views so
+    small that nodes empty them and refill from their reserves: then dissemination in Python."""
+    refills = []
+    refill = Cyclon._refill
+    monkeypatch.setattr(Cyclon, "_refill", lambda self: (refills.append(self.stack.node_id), refill(self))[1])
+    meta = assert_same_run(tmp_path, protocol={"name": "gossip", "params": {
+        "gamma": 0.5, "cyclon": {"view_size": 3, "shuffle_length": 2, "timeout_ms": 12}}},
+        network={"delay": {"ms": 10}, "jitter_ms": 6, "loss": 0.05})
+    assert refills, "no view emptied: the refill path went untested"
+    assert meta["sim_native_steps"] > 1000
+
+
+@compiled
+def test_churn_hands_the_run_back_at_its_first_event(tmp_path):
+    """Nodes offline at the start (messages to them lost) while the compiled loop runs; the
+    first churn event hands the run to Python, which carries it on with crashes and rejoins."""
+    assert_same_run(tmp_path, churn={"model": "sessions", "fraction": 0.3, "session": {"mean_s": 4},
+                                     "downtime": {"mean_s": 2}, "arrival_rate_per_s": 2, "start_s": -6})
+
+
+@compiled
+def test_engine_native_names_what_it_cannot_run(tmp_path):
+    with pytest.raises(RuntimeError, match="sim.wire_codec is on"):
+        run(tmp_path, "native", sim={"wire_codec": True})
+    with pytest.raises(RuntimeError, match="not a CYCLON node"):
+        run(tmp_path, "native", protocol={"name": "poldercast"})
+
+
+def test_without_the_extension_auto_runs_the_python_loop(tmp_path, monkeypatch):
+    monkeypatch.setattr(native, "overlaylab_native", None)
+    digests, meta = run(tmp_path, "auto")
+    assert meta["sim_native_steps"] == 0 and meta["sim_steps"] > 1000
+    with pytest.raises(RuntimeError, match="not built"):
+        run(tmp_path / "again", "native")
