@@ -56,6 +56,8 @@ def unsupported(sim: Simulation) -> str | None:
     """Why the compiled loop cannot take ``sim`` over now, or None when it can."""
     if overlaylab_native is None:
         return "the compiled extension is not built (make setup builds it where cargo is present)"
+    if not sim.nodes:
+        return "the simulation has no node"
     if sim.wire_codec:
         return "sim.wire_codec is on"
     if sim.validate:

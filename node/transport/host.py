@@ -17,6 +17,10 @@ server and the links:
   their turn (``EVENTS_PER_TURN`` before the loop gets a turn); while ``INBOX_EVENTS`` copies
   wait the server stops reading the streams that carry events, so HTTP/2 flow control holds
   their senders; the links' control streams go on.
+- A copy of an event its peer has seen already waits until no first copy does: a flood's copies
+  arrive in waves (each node hears of an event from most of its neighbours), and a first copy,
+  which the next hop waits for, no longer queues behind the duplicates of its wave. A
+  duplicate's receive span is stamped when it is handled, as every copy's is.
 - A stream is refused (UNAVAILABLE) while no peer here has joined, when peers refuse traffic
   before ``Join``; a message for one that has not joined yet is dropped and counted
   (``refused_before_join``).
@@ -151,6 +155,7 @@ class PeerHost:
         self.channels = Channels(credentials, self.spawn, self.transport.connect_timeout_ms)
         self.links: dict[str, Link] = {}
         self._inbox: deque[tuple[PeerShell, int, EventMsg, SpanRef | None]] = deque()  # peer, sender, copy, parent
+        self._seen_inbox: deque[tuple[PeerShell, int, EventMsg, SpanRef | None]] = deque()  # copies of seen events
         self._draining: asyncio.Task | None = None
         self._inbox_room = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
@@ -308,7 +313,7 @@ class PeerHost:
             events = False
             for env in envelopes:
                 events |= self._dispatch(env, context.peer())
-            if events and len(self._inbox) > INBOX_EVENTS:  # a link's event lane: stop reading it for now
+            if events and self._queued() > INBOX_EVENTS:  # a link's event lane: stop reading it for now
                 self._inbox_room.clear()
                 await self._inbox_room.wait()
         return b""
@@ -350,19 +355,29 @@ class PeerHost:
             peer.receive(q.sender.node_id, q.msg, None)
 
     def _queue_event(self, peer: PeerShell, src: int, msg: EventMsg, parent: SpanRef | None) -> None:
-        self._inbox.append((peer, src, msg, parent))
+        (self._seen_inbox if msg.event_id in peer.core.seen else self._inbox).append((peer, src, msg, parent))
         if self._draining is None:
             self._draining = self._loop.create_task(self._drain_events())
 
+    def _queued(self) -> int:
+        return len(self._inbox) + len(self._seen_inbox)
+
     async def _drain_events(self) -> None:
-        """Hand queued event copies to their peers, yielding to the loop every ``EVENTS_PER_TURN``."""
+        """Hand queued event copies to their peers, first copies first, yielding to the loop every
+        ``EVENTS_PER_TURN``."""
+        first, seen = self._inbox, self._seen_inbox
         try:
-            while self._inbox:
-                for _ in range(min(EVENTS_PER_TURN, len(self._inbox))):
-                    peer, src, msg, parent = self._inbox.popleft()
+            while first or seen:
+                for _ in range(EVENTS_PER_TURN):
+                    if first:
+                        peer, src, msg, parent = first.popleft()
+                    elif seen:
+                        peer, src, msg, parent = seen.popleft()
+                    else:
+                        break
                     if peer.node_id in self.peers:  # not stopped meanwhile
                         peer.receive(src, msg, parent)
-                if len(self._inbox) <= INBOX_EVENTS:
+                if self._queued() <= INBOX_EVENTS:
                     self._inbox_room.set()
                 await asyncio.sleep(0)
         finally:

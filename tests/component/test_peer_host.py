@@ -117,3 +117,31 @@ def test_a_receiver_that_stops_reading_events_still_reads_gossip(tmp_path, monke
     # Its control lanes are not: A's peers' CYCLON requests and replies keep arriving (each of
     # the two A peers starts an exchange every 200 ms; two of its three partners are B's).
     assert r["gossip_from_a_after"] >= 5, r
+
+
+def test_first_copies_are_handled_before_copies_of_events_already_seen():
+    """A flood's copies arrive in waves: the first copy of an event (which the next hop waits
+    for) is handed over before copies of events the peer has seen, whatever their order of
+    arrival; each lane keeps its own order."""
+    from types import SimpleNamespace
+
+    from node.core.types import EventMsg
+    from node.core.views import DuplicateFilter
+
+    handled = []
+    seen = DuplicateFilter(100)
+    seen.add("old")
+    peer = SimpleNamespace(node_id=1, core=SimpleNamespace(seen=seen),
+                           receive=lambda src, msg, parent: handled.append((msg.event_id, src)))
+
+    async def main():
+        host = PeerHost(TransportSettings(mode="stream"))
+        host.peers[1] = peer
+        host._loop = asyncio.get_running_loop()
+        for src, event in [(2, "old"), (3, "old"), (4, "new"), (5, "old"), (6, "new")]:
+            host._queue_event(peer, src, EventMsg(event, "t", b"", 9, 1), None)
+        assert (len(host._inbox), len(host._seen_inbox)) == (2, 3)
+        await host._draining
+
+    asyncio.run(main())
+    assert handled == [("new", 4), ("new", 6), ("old", 2), ("old", 3), ("old", 5)]
