@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from identity import FILES, run_case
+from identity import FILES, run_case, worktree
 from run import RESULTS, ROOT, header
 
 EXPERIMENT = "experiments/cyclon-scale.yaml"
@@ -52,20 +52,14 @@ def main() -> None:
     baseline = subprocess.run(["git", "rev-parse", args.baseline], cwd=ROOT, check=True, capture_output=True,
                               text=True).stdout.strip()
     runs = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        base_tree = Path(tmp) / "baseline"
-        subprocess.run(["git", "worktree", "add", "--detach", str(base_tree), baseline], cwd=ROOT, check=True,
-                       capture_output=True)
-        try:
-            for label, tree, nodes, engine in [("native-10000", ROOT, 10_000, "native"),
-                                               ("python-10000", ROOT, 10_000, "python"),
-                                               ("baseline-10000", base_tree, 10_000, None),
-                                               ("native-100000", ROOT, 100_000, "native")]:
-                out = Path(tmp) / label
-                out.mkdir()
-                runs[label] = case(tree, nodes, engine, out)
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(base_tree)], cwd=ROOT, capture_output=True)
+    with tempfile.TemporaryDirectory() as tmp, worktree(baseline) as base_tree:
+        for label, tree, nodes, engine in [("native-10000", ROOT, 10_000, "native"),
+                                           ("python-10000", ROOT, 10_000, "python"),
+                                           ("baseline-10000", base_tree, 10_000, None),
+                                           ("native-100000", ROOT, 100_000, "native")]:
+            out = Path(tmp) / label
+            out.mkdir()
+            runs[label] = case(tree, nodes, engine, out)
     native, python = runs["native-10000"], runs["python-10000"]
     record = {
         **header("cyclon", f"{EXPERIMENT} ({CYCLES} cycles), --set nodes.count=N --set sim.engine=E"),

@@ -22,6 +22,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -46,6 +48,19 @@ from controller.cli import main
 sys.argv[0] = "overlaylab"
 main(["run", *sys.argv[1:]])
 """
+
+
+@contextmanager
+def worktree(commit: str) -> Iterator[Path]:
+    """``commit`` checked out in a temporary git worktree, removed afterwards."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "baseline"
+        subprocess.run(["git", "worktree", "add", "--detach", str(tree), commit], cwd=ROOT, check=True,
+                       capture_output=True)
+        try:
+            yield tree
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, capture_output=True)
 
 
 def digest(path: Path) -> str:
@@ -80,39 +95,33 @@ def main() -> None:
     dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "node", "controller"], cwd=ROOT,
                                 capture_output=True, text=True).stdout.strip())
     cases = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        base_tree = Path(tmp) / "baseline"
-        subprocess.run(["git", "worktree", "add", "--detach", str(base_tree), baseline], cwd=ROOT, check=True,
-                       capture_output=True)
-        try:
-            for name in args.case or sorted(CASES):
-                runs: dict[str, list[dict]] = {"baseline": [], "current": []}
-                for k in range(args.repeat):
-                    for label, tree in (("baseline", base_tree), ("current", ROOT)):
-                        out = Path(tmp) / f"{name}-{label}-{k}"
-                        out.mkdir()
-                        runs[label].append(run_case(tree, CASES[name], out))
-                        print(f"{name} {label} #{k}: {runs[label][-1]['wall_s']} s", flush=True)
-                # the fastest of the repeats: the run the shared machine disturbed least
-                wall = {label: min(r["wall_s"] for r in rs) for label, rs in runs.items()}
-                cpu = {label: min(r["cpu_s"] for r in rs) for label, rs in runs.items()}
-                rss = {label: statistics.median(r["peak_rss_mib"] for r in rs) for label, rs in runs.items()}
-                identical = {f: all(r["sha256"][f] == runs["baseline"][0]["sha256"][f] for rs in runs.values() for r in rs)
-                             for f in FILES}
-                cases[name] = {
-                    "command": "overlaylab run " + " ".join(CASES[name]),
-                    "identical": identical,
-                    "sha256": {label: rs[0]["sha256"] for label, rs in runs.items()},
-                    "wall_s": {label: [r["wall_s"] for r in rs] for label, rs in runs.items()},
-                    "cpu_s": {label: [r["cpu_s"] for r in rs] for label, rs in runs.items()},
-                    "peak_rss_mib": rss,
-                    "ratio_current_to_baseline": {"wall": round(wall["current"] / wall["baseline"], 3),
-                                                  "cpu": round(cpu["current"] / cpu["baseline"], 3),
-                                                  "peak_rss": round(rss["current"] / rss["baseline"], 3)},
-                }
-                print(json.dumps({name: {k: cases[name][k] for k in ("identical", "ratio_current_to_baseline")}}), flush=True)
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(base_tree)], cwd=ROOT, capture_output=True)
+    with tempfile.TemporaryDirectory() as tmp, worktree(baseline) as base_tree:
+        for name in args.case or sorted(CASES):
+            runs: dict[str, list[dict]] = {"baseline": [], "current": []}
+            for k in range(args.repeat):
+                for label, tree in (("baseline", base_tree), ("current", ROOT)):
+                    out = Path(tmp) / f"{name}-{label}-{k}"
+                    out.mkdir()
+                    runs[label].append(run_case(tree, CASES[name], out))
+                    print(f"{name} {label} #{k}: {runs[label][-1]['wall_s']} s", flush=True)
+            # the fastest of the repeats: the run the shared machine disturbed least
+            wall = {label: min(r["wall_s"] for r in rs) for label, rs in runs.items()}
+            cpu = {label: min(r["cpu_s"] for r in rs) for label, rs in runs.items()}
+            rss = {label: statistics.median(r["peak_rss_mib"] for r in rs) for label, rs in runs.items()}
+            identical = {f: all(r["sha256"][f] == runs["baseline"][0]["sha256"][f] for rs in runs.values() for r in rs)
+                         for f in FILES}
+            cases[name] = {
+                "command": "overlaylab run " + " ".join(CASES[name]),
+                "identical": identical,
+                "sha256": {label: rs[0]["sha256"] for label, rs in runs.items()},
+                "wall_s": {label: [r["wall_s"] for r in rs] for label, rs in runs.items()},
+                "cpu_s": {label: [r["cpu_s"] for r in rs] for label, rs in runs.items()},
+                "peak_rss_mib": rss,
+                "ratio_current_to_baseline": {"wall": round(wall["current"] / wall["baseline"], 3),
+                                              "cpu": round(cpu["current"] / cpu["baseline"], 3),
+                                              "peak_rss": round(rss["current"] / rss["baseline"], 3)},
+            }
+            print(json.dumps({name: {k: cases[name][k] for k in ("identical", "ratio_current_to_baseline")}}), flush=True)
     path = RESULTS / "identity.json"
     if args.case and path.exists():  # some cases again: keep the others of the same comparison
         old = json.loads(path.read_text())
