@@ -108,7 +108,7 @@ class Simulation:
         """Virtual time spent frozen (run_frozen); everything scheduled later moved by it."""
         if engine not in ("python", "auto", "native"):
             raise ValueError(f"engine must be python, auto or native, not {engine!r}")
-        self.engine = engine
+        self.engine_mode = engine
         """The compiled CYCLON loop (:mod:`node.sim.native`) takes the run over at its start:
         ``auto`` where it can, ``native`` the same but an error where it cannot; ``python``
         never."""
@@ -244,14 +244,14 @@ class Simulation:
 
     def _try_native(self) -> None:
         self._native_tried = True
-        if self.engine == "python":
+        if self.engine_mode == "python":
             return
         reason = native.unsupported(self)
         if reason is None:
             self._native = native.NativeCyclon(self)
             with paused_gc():
                 self._native.take()
-        elif self.engine == "native":
+        elif self.engine_mode == "native":
             raise RuntimeError(f"sim.engine is native, but the compiled CYCLON loop cannot run this: {reason}")
 
     # --- internals --------------------------------------------------------------------------
