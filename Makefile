@@ -117,6 +117,9 @@ image: setup
 	mkdir -p build/wheels
 	$(PY) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > build/requirements.txt
 	$(PY) -m pip download --quiet -d build/wheels -c constraints.txt -r build/requirements.txt
+	@# The simulator's compiled CYCLON loop, built here where cargo is present (the image has no Rust).
+	if command -v cargo >/dev/null; then \
+		$(PY) -m pip wheel --quiet --no-deps -w build/wheels ./node/sim/native && echo overlaylab-native >> build/requirements.txt; fi
 	docker build --build-arg BASE_IMAGE=$(BASE_IMAGE) -t $(IMAGE) .
 
 test-image: setup
