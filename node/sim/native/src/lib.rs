@@ -401,7 +401,7 @@ impl Engine {
     /// `Simulation._deliver` of a CYCLON message.
     fn deliver(&mut self, slot: usize) {
         let (src, dst, reply) = (self.msgs[slot].src, self.msgs[slot].dst, self.msgs[slot].reply);
-        let alive = self.nodes[dst as usize].as_ref().is_some_and(|n| n.alive);
+        let alive = self.nodes.get(dst as usize).and_then(Option::as_ref).is_some_and(|n| n.alive);
         if !alive {
             self.node(src).count(LOST_TO_DEAD_PEER, 1);
             self.free_msgs.push(slot);
@@ -623,6 +623,7 @@ impl Engine {
 
     /// The queue: (at, seq, kind, data) with kind 0 timer (data: node), 1 message (data: src,
     /// dst, reply, sender, entries), 2 call (data: handle); in no particular order.
+    #[allow(clippy::type_complexity)]
     fn queue(&self, py: Python<'_>) -> PyResult<Vec<(f64, u64, u8, Py<PyAny>)>> {
         let mut out = Vec::with_capacity(self.queue.len());
         for due in self.queue.iter() {
