@@ -5,6 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 NATIVE := $(VENV)/.native
+NATIVE_WHEELS := .cache/native
 HELM := $(VENV)/bin/helm
 # moto's S3 server for the object-storage test, in its own venv: botocore wants python-dateutil<3,
 # the kubernetes client >=3.
@@ -38,7 +39,8 @@ $(STAMP): pyproject.toml constraints.txt
 # built where cargo is present; without it the simulator runs its Python loop (same output).
 $(NATIVE): node/sim/native/Cargo.toml node/sim/native/pyproject.toml node/sim/native/src/lib.rs | $(STAMP)
 	@if command -v cargo >/dev/null; then \
-		$(PY) -m pip install --quiet ./node/sim/native && touch $@; \
+		rm -rf $(NATIVE_WHEELS) && $(PY) -m pip wheel --quiet --no-deps -w $(NATIVE_WHEELS) ./node/sim/native && \
+		$(PY) -m pip install --quiet --force-reinstall --no-deps $(NATIVE_WHEELS)/*.whl && touch $@; \
 	else echo "cargo not found: the simulator's compiled CYCLON loop is not built (its Python loop runs)"; fi
 
 run: setup
@@ -117,9 +119,8 @@ image: setup
 	mkdir -p build/wheels
 	$(PY) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > build/requirements.txt
 	$(PY) -m pip download --quiet -d build/wheels -c constraints.txt -r build/requirements.txt
-	@# The simulator's compiled CYCLON loop, built here where cargo is present (the image has no Rust).
-	if command -v cargo >/dev/null; then \
-		$(PY) -m pip wheel --quiet --no-deps -w build/wheels ./node/sim/native && echo overlaylab-native >> build/requirements.txt; fi
+	@# The simulator's compiled CYCLON loop, the wheel setup built where cargo is present (the image has no Rust).
+	if [ -f $(NATIVE) ]; then cp $(NATIVE_WHEELS)/*.whl build/wheels/ && echo overlaylab-native >> build/requirements.txt; fi
 	docker build --build-arg BASE_IMAGE=$(BASE_IMAGE) -t $(IMAGE) .
 
 test-image: setup

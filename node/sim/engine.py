@@ -24,7 +24,6 @@ from node.links import LinkModel, LinkRule
 from node.transport import codec
 
 from . import native
-from .native import NativeCyclon
 
 _TIMER, _MSG, _CALL = 0, 1, 2
 
@@ -114,7 +113,7 @@ class Simulation:
         never."""
         self.native_steps = 0
         """Steps the compiled loop ran."""
-        self._native: NativeCyclon | None = None
+        self._native: native.NativeCyclon | None = None
         self._native_tried = False
 
     # --- set-up and scheduling --------------------------------------------------------------
@@ -162,10 +161,8 @@ class Simulation:
         if not self._native_tried:
             self._try_native()
         while self._native is not None:
-            engine = self._native.engine
-            handle = engine.run_until(t_end, max_steps)
-            self.native_steps += engine.steps - self.steps
-            self.now, self.steps = engine.now, engine.steps
+            handle = self._native.engine.run_until(t_end, max_steps)
+            self._follow_native()
             if handle is None:
                 return
             fn, native_ok = self._native.calls.pop(handle)
@@ -223,10 +220,8 @@ class Simulation:
         if self._native is None:
             self.run_frozen(lambda: None)
             return
-        engine = self._native.engine
-        engine.settle()
-        self.native_steps += engine.steps - self.steps
-        self.now, self.steps, self.frozen_s = engine.now, engine.steps, engine.frozen_s
+        self._native.engine.settle()
+        self._follow_native()
 
     def snapshot(self, node_id: int) -> NodeSnapshot:
         """Node ``node_id``'s views now."""
@@ -241,6 +236,12 @@ class Simulation:
             with paused_gc():
                 self._native.give_back()
             self._native = None
+
+    def _follow_native(self) -> None:
+        """The clocks after the compiled loop has run."""
+        engine = self._native.engine
+        self.native_steps += engine.steps - self.steps
+        self.now, self.steps, self.frozen_s = engine.now, engine.steps, engine.frozen_s
 
     def _try_native(self) -> None:
         self._native_tried = True

@@ -100,23 +100,17 @@ class NativeCyclon:
         self.calls: dict[int, tuple[Any, bool]] = {}
         self._templates: dict[tuple, int] = {}
         """Template number by profile (id, address, topics, priorities)."""
-        self._seen: dict[int, tuple[Descriptor, int]] = {}
-        """Descriptors met while ``take`` runs, by id(), with their template numbers."""
         self._descriptors: list[Descriptor] = []
         """The templates: each profile at age 0."""
         self._rng_versions: dict[int, tuple[int, Any]] = {}
         self._handles = itertools.count()
 
     def _tpl(self, d: Descriptor) -> int:
-        seen = self._seen.get(id(d))
-        if seen is not None:
-            return seen[1]
         key = (d.node_id, d.addr, d.topics, d.priorities)
         t = self._templates.get(key)
         if t is None:
             t = self._templates[key] = len(self._descriptors)
             self._descriptors.append(d.aged(0))
-        self._seen[id(d)] = (d, t)  # d kept alive: its id is not reused while take runs
         return t
 
     def _entries(self, ds) -> list[tuple[int, int]]:
@@ -164,7 +158,6 @@ class NativeCyclon:
                 engine.put_call(at, seq, handle)
         sim._queue.clear()
         engine.set_clock(sim.now, sim.steps, sim._seq, sim.frozen_s)
-        self._seen.clear()
 
     def _add_templates(self, sent: int) -> int:
         new = self._descriptors[sent:]

@@ -255,17 +255,15 @@ impl Engine {
     }
 
     fn new_msg(&mut self, src: u32, dst: u32, reply: bool, sender: u32) -> usize {
-        let msg = Msg { src, dst, reply, sender, entries: Vec::new() };
         match self.free_msgs.pop() {
             Some(slot) => {
-                let old = std::mem::replace(&mut self.msgs[slot], msg);
-                let mut entries = old.entries;
-                entries.clear();
-                self.msgs[slot].entries = entries;
+                let m = &mut self.msgs[slot];
+                (m.src, m.dst, m.reply, m.sender) = (src, dst, reply, sender);
+                m.entries.clear(); // its allocation is reused
                 slot
             }
             None => {
-                self.msgs.push(msg);
+                self.msgs.push(Msg { src, dst, reply, sender, entries: Vec::new() });
                 self.msgs.len() - 1
             }
         }
