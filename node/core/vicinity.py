@@ -37,6 +37,8 @@ from .types import Action, Descriptor, Gossip, LocalProtocolError, NodeId, Topic
 from .views import View, age_all, pick_oldest
 
 LAYER = "vicinity"
+Priorities = tuple[tuple[Topic, int], ...]
+Ladder = list[tuple[int, int]]
 
 
 class TopicBits:
@@ -46,10 +48,12 @@ class TopicBits:
     the cores of one driver (``shared``), and a pickled core starts with an empty memo."""
 
     MAX_MASKS = 1_000_000
+    MAX_LADDERS = 20_000
 
     def __init__(self) -> None:
         self.bit: dict[Topic, int] = {}
         self.masks: dict[frozenset[Topic], int] = {}
+        self.ladders: dict[int, tuple[Priorities, Ladder, int]] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         return {}
@@ -64,6 +68,23 @@ class TopicBits:
                 self.masks.clear()
             mask = self.masks[topics] = self.bits(topics)
         return mask
+
+    def ladder(self, priorities: Priorities) -> tuple[Ladder, int]:
+        """A profile's topic priorities as (priority, bitset) levels, highest first, and the
+        bitset of all its prioritized topics; memoized per priorities tuple (a profile's copies
+        share it; the entry keeps it alive, so its id is not reused while cached)."""
+        hit = self.ladders.get(id(priorities))
+        if hit is not None and hit[0] is priorities:
+            return hit[1], hit[2]
+        levels: dict[int, set[Topic]] = {}
+        for t, p in priorities:
+            levels.setdefault(p, set()).add(t)
+        ladder = [(p, self.bits(ts)) for p, ts in sorted(levels.items(), reverse=True)]
+        prioritized = self.bits(t for t, _ in priorities)
+        if len(self.ladders) >= self.MAX_LADDERS:
+            self.ladders.clear()
+        self.ladders[id(priorities)] = (priorities, ladder, prioritized)
+        return ladder, prioritized
 
     def bits(self, topics: Iterable[Topic]) -> int:
         mask = 0
@@ -86,14 +107,10 @@ def rank(target: Descriptor, candidates: Iterable[Descriptor], k: int, rng: rand
     candidate)."""
     tid, by_max = target.node_id, priority_mode == "max"
     wanted = bits.mask(target.topics)
-    prio = dict(target.priorities)
-    # max mode: the target's topics by priority as bitsets, highest first; a candidate's first
-    # key is the first level it shares a topic with
-    levels: dict[int, set[Topic]] = {}
-    for t, p in prio.items():
-        levels.setdefault(p, set()).add(t)
-    ladder = [(p, bits.bits(ts)) for p, ts in sorted(levels.items(), reverse=True)]
-    prioritized = bits.bits(prio)  # most candidates share none of these: skip the ladder
+    prio = {} if by_max else dict(target.priorities)
+    # max mode: a candidate's first key is the first level of the ladder it shares a topic with;
+    # most candidates share none of the prioritized topics and skip the ladder
+    ladder, prioritized = bits.ladder(target.priorities)
     masks = bits.masks
     groups: dict[tuple[int, int], list[Descriptor]] = {}
     for c in candidates:  # the hottest loop of the simulator: kept flat
