@@ -1,23 +1,46 @@
-"""Progress display for long phases (rich), quiet when not on a terminal."""
+"""Progress display for long phases (rich): a bar on a terminal; elsewhere (a log, CI, nohup) a
+plain line every ``LOG_EVERY_S`` seconds of wall time, so a run of an hour says how far it is."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 console = Console(stderr=True)
+LOG_EVERY_S = 60.0
+
+
+def _clock(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
 @contextmanager
-def phase(description: str, total: float):
+def phase(description: str, total: float, log_every_s: float = LOG_EVERY_S) -> Iterator[Callable[[float], None]]:
     """A progress bar for one phase; yields ``advance_to(done)``."""
+    terminal = console.is_terminal
     with Progress(
         TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:.0f}/{task.total:.0f}"),
-        TimeElapsedColumn(), console=console, transient=False, disable=not console.is_terminal,
+        TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=False, disable=not terminal,
     ) as progress:
         task = progress.add_task(description, total=total)
-        yield lambda done: progress.update(task, completed=done)
-    if not console.is_terminal:
+        start = last = time.monotonic()
+
+        def advance(done: float) -> None:
+            nonlocal last
+            progress.update(task, completed=done)
+            now = time.monotonic()
+            if terminal or now - last < log_every_s or not 0 < done < total:
+                return
+            last = now
+            left = (now - start) * (total - done) / done
+            console.print(f"{description}: {done:.0f}/{total:.0f} ({done / total:.0%}) after {_clock(now - start)},"
+                          f" about {_clock(left)} left at the rate so far", soft_wrap=True)
+
+        yield advance
+    if not terminal:
         console.print(f"{description}: done")
