@@ -35,6 +35,7 @@ CASES = {
     "cyclon-10000-20-cycles": ["experiments/cyclon-scale.yaml", "--set", "phases.warmup_s=20"],
     "poldercast-e1-2000-10-rounds": ["experiments/poldercast-e1-convergence.yaml", "--set", "nodes.count=2000",
                                      "--set", "publications.rounds=10"],
+    "poldercast-e1-10000-6-rounds": ["experiments/poldercast-e1-convergence.yaml", "--set", "publications.rounds=6"],
 }
 FILES = ("traces/spans.parquet", "snapshots.jsonl", "timeline.jsonl", "stats.jsonl")
 CHECKED_RUN = """
