@@ -96,42 +96,51 @@ class TopicBits:
         return mask
 
 
+Key = int
+"""A candidate's first two ranking keys as one int, (priority << 32) | shared topics: ordered as
+the pair, and no tuple per candidate (most keys are small ints, which Python does not allocate)."""
+_UNSEEN: Any = object()
+
+
 def rank(target: Descriptor, candidates: Iterable[Descriptor], k: int, rng: random.Random, bits: TopicBits,
-         priority_mode: str = "max") -> list[Descriptor]:
+         priority_mode: str = "max", keys: dict[frozenset[Topic], Key | None] | None = None) -> list[Descriptor]:
     """The k candidates best for ``target``: highest priority of a shared topic (max or sum,
     ``priority_mode``), then most shared topics, then a random tie-break.
 
     Topic sets are compared as bitsets. The tie-break is drawn only where it decides: candidates
     are grouped by their first two keys, whole groups are taken best first, and the group that
     does not fit is sampled uniformly (the same distribution as a fresh random key per
-    candidate)."""
+    candidate). ``keys``: each candidate profile's first two keys for this target (None: no
+    topic shared), kept by a caller that ranks for the same target profile again."""
     tid, by_max = target.node_id, priority_mode == "max"
     wanted = bits.mask(target.topics)
     prio = {} if by_max else dict(target.priorities)
     # max mode: a candidate's first key is the first level of the ladder it shares a topic with;
     # most candidates share none of the prioritized topics and skip the ladder
     ladder, prioritized = bits.ladder(target.priorities)
-    masks = bits.masks
-    groups: dict[tuple[int, int], list[Descriptor]] = {}
+    masks, known = bits.masks, {} if keys is None else keys
+    groups: dict[Key, list[Descriptor]] = {}
     for c in candidates:  # the hottest loop of the simulator: kept flat
         ct = c.topics
-        cm = masks.get(ct)
-        if cm is None:
-            cm = bits.mask(ct)
-        n = (wanted & cm).bit_count()
-        if not n or c.node_id == tid:
+        key = known.get(ct, _UNSEEN)
+        if key is _UNSEEN:
+            cm = masks.get(ct)
+            if cm is None:
+                cm = bits.mask(ct)
+            n = (wanted & cm).bit_count()
+            first = 0  # priority keys are target topics, so a topic of ct in prio is shared
+            if n and prioritized & cm:
+                if by_max:
+                    for p, level in ladder:
+                        if level & cm:
+                            first = p
+                            break
+                else:
+                    first = sum(p for t, p in prio.items() if t in ct) if len(prio) < len(ct) \
+                        else sum(prio[t] for t in ct if t in prio)
+            key = known[ct] = (first << 32) | n if n else None
+        if key is None or c.node_id == tid:
             continue
-        first = 0  # priority keys are target topics, so a topic of ct in prio is shared
-        if prioritized & cm:
-            if by_max:
-                for p, level in ladder:
-                    if level & cm:
-                        first = p
-                        break
-            else:
-                first = sum(p for t, p in prio.items() if t in ct) if len(prio) < len(ct) \
-                    else sum(prio[t] for t in ct if t in prio)
-        key = (first, n)
         group = groups.get(key)
         if group is None:
             groups[key] = [c]
@@ -153,19 +162,33 @@ class Vicinity(ExchangeLayer):
     is empty."""
 
     name = LAYER
+    MAX_OWN_KEYS = 4096
 
     def __init__(self, *, view_size: int, gossip_size: int, period_s: float, timeout_s: float, bits: TopicBits,
                  priority_mode: str = "max", sampling: str = "cyclon") -> None:
         super().__init__(max_entries=gossip_size, timeout_s=timeout_s)
         self.view_size, self.gossip_size, self.period_s = view_size, gossip_size, period_s
         self.bits, self.priority_mode, self.sampling = bits, priority_mode, sampling
+        self._own_keys: dict[frozenset[Topic], Key | None] = {}
+        self._own_keys_for: Descriptor | None = None
 
     @property
     def period(self) -> float:
         return self.period_s
 
-    def rank(self, target: Descriptor, candidates: Iterable[Descriptor], k: int) -> list[Descriptor]:
-        return rank(target, candidates, k, self.stack.rng, self.bits, self.priority_mode)
+    def rank(self, target: Descriptor, candidates: Iterable[Descriptor], k: int,
+             keys: dict[frozenset[Topic], Key | None] | None = None) -> list[Descriptor]:
+        return rank(target, candidates, k, self.stack.rng, self.bits, self.priority_mode, keys)
+
+    def _keys_for_me(self) -> dict[frozenset[Topic], Key | None]:
+        """rank's keys for this node's own profile: each merge ranks much the same pool as the
+        last, for the same profile. Dropped when the profile changes (its topics or
+        priorities) and when they number ``MAX_OWN_KEYS``."""
+        me, keys = self.stack.me, self._own_keys
+        if me is not self._own_keys_for or len(keys) >= self.MAX_OWN_KEYS:
+            keys.clear()
+            self._own_keys_for = me
+        return keys
 
     def exchange(self, now: float) -> list[Action]:
         stack = self.stack
@@ -199,7 +222,7 @@ class Vicinity(ExchangeLayer):
                 pool[d.node_id] = d
         pool.pop(self.stack.node_id, None)
         view: View = {}
-        for d in self.rank(self.stack.me, pool.values(), self.view_size):
+        for d in self.rank(self.stack.me, pool.values(), self.view_size, self._keys_for_me()):
             x, mine = d.node_id, own.get(d.node_id)
             view[x] = sender if x == sender.node_id else d if mine is None or mine.age == d.age else d.aged(mine.age)
         self.view = view
