@@ -20,7 +20,7 @@ def _clock(seconds: float) -> str:
 
 
 @contextmanager
-def phase(description: str, total: float, log_every_s: float = LOG_EVERY_S) -> Iterator[Callable[[float], None]]:
+def phase(description: str, total: float) -> Iterator[Callable[[float], None]]:
     """A progress bar for one phase; yields ``advance_to(done)``."""
     terminal = console.is_terminal
     with Progress(
@@ -34,7 +34,7 @@ def phase(description: str, total: float, log_every_s: float = LOG_EVERY_S) -> I
             nonlocal last
             progress.update(task, completed=done)
             now = time.monotonic()
-            if terminal or now - last < log_every_s or not 0 < done < total:
+            if terminal or now - last < LOG_EVERY_S or not 0 < done < total:
                 return
             last = now
             left = (now - start) * (total - done) / done

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import uuid
 
@@ -80,8 +81,6 @@ def test_quickstart_on_eight_peer_containers_reaches_every_subscriber(image, net
 def test_the_simulator_in_the_image_runs_the_compiled_cyclon_loop_where_it_was_built(image):
     """`make image` builds the compiled CYCLON loop on the host where cargo is present; the
     image then simulates CYCLON with it (the same output as its Python loop)."""
-    import shutil
-
     script = ("d=$(mktemp -d) && overlaylab run experiments/cyclon-scale.yaml --set nodes.count=300"
               " --set phases.warmup_s=5 --out $d --no-analyze >/dev/null && cat $d/*/run.json")
     meta = json.loads(sh("docker", "run", "--rm", "--entrypoint", "sh", image, "-c", script).stdout)
