@@ -314,7 +314,7 @@ def test_chaos_mesh_kills_churner_pods_on_its_schedule_and_the_overlay_recovers(
 
 def test_a_chaos_mesh_partition_keeps_events_on_their_side_until_it_heals(api, spark, chaos_mesh, tmp_path):
     """NetworkChaos partition (iptables and ipset in the pods' network namespaces): from the time
-    Chaos Mesh reports the rules in place until the controller lifts them, no copy crosses
+    Chaos Mesh reports the rules in place until the controller lifts them, no event crosses
     between pods 0-3 and the rest; before it every subscriber gets every event, and after it
     each part of the overlay still reaches itself. (Across the healed cut the gossip baseline
     stays split: its CYCLON views lose their links to the other side during a 40 s cut, in `sim`
@@ -338,10 +338,19 @@ def test_a_chaos_mesh_partition_keeps_events_on_their_side_until_it_heals(api, s
 
     crossing = [r for r in deliveries if across(r)]
     sent_during = [r for r in crossing if injected <= events[r["event_id"]]["t0_ns"] < off]
-    received_during = [r for r in crossing if r["delivered"]
-                       and injected <= events[r["event_id"]]["t0_ns"] + r["latency_ms"] * 1e6 < off]
     assert len(sent_during) >= 20, took
-    assert received_during == [], took
+    # A copy crosses when an event first reaches the other side. One that crossed before the
+    # rules were in place may still spread over that side during the cut (the shuffle repair
+    # hands it on seconds later; measured in CI: 7.2 s), so the cut is judged by each event's
+    # first arrival on the side it was not published on. (Every node subscribes to both topics:
+    # the deliveries list every node but the publisher.)
+    first_across: dict[str, float] = {}
+    for r in crossing:
+        if r["delivered"]:
+            at_ns = events[r["event_id"]]["t0_ns"] + r["latency_ms"] * 1e6
+            first_across[r["event_id"]] = min(at_ns, first_across.get(r["event_id"], at_ns))
+    crossed_during = {e: at_ns for e, at_ns in first_across.items() if injected <= at_ns < off}
+    assert crossed_during == {}, took
     before = [r for r in deliveries if events[r["event_id"]]["t0_ns"] < on]
     assert len(before) >= 100 and all(r["delivered"] for r in before)
     part = overlay_parts(run_dir)
