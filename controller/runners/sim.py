@@ -232,7 +232,7 @@ class _SimRun:
                 if step.at_s not in rounds:
                     batch = rounds[step.at_s] = []
                     sim.call_at(step.at_s, (lambda b=batch: sim.run_frozen(lambda: self.publish(b))) if frozen
-                                else (lambda b=batch: self.publish(b)))
+                                else (lambda b=batch: self.publish(b)), native_ok=True)
                 rounds[step.at_s].append(step)
             elif step.kind == "join":
                 sim.call_at(step.at_s, lambda s=step: self.join(s.node, plans.join_contacts(exp, self.plan, s.node, s.at_s, self.alive)))

@@ -26,6 +26,13 @@ from node.transport import codec
 from . import native
 
 _TIMER, _MSG, _CALL = 0, 1, 2
+NATIVE_QUIET_S = 2.0
+"""Virtual seconds without a call that needs the Python cores for a compiled loop to take a run
+over again (``Simulation._try_native``)."""
+
+
+def _nothing() -> None:
+    pass
 
 SPAN_FIELDS = (
     "trace_id", "span_id", "parent_span_id", "name", "time_ns", "node", "from_node",
@@ -108,13 +115,14 @@ class Simulation:
         if engine not in ("python", "auto", "native"):
             raise ValueError(f"engine must be python, auto or native, not {engine!r}")
         self.engine_mode = engine
-        """The compiled CYCLON loop (:mod:`node.sim.native`) takes the run over at its start:
-        ``auto`` where it can, ``native`` the same but an error where it cannot; ``python``
+        """A compiled loop (CYCLON or PolderCast, :mod:`node.sim.native`) takes the run over at its
+        start: ``auto`` where it can, ``native`` the same but an error where it cannot; ``python``
         never."""
         self.native_steps = 0
         """Steps the compiled loop ran."""
-        self._native: native.NativeCyclon | None = None
+        self._native: native.NativeCyclon | native.NativePolderCast | None = None
         self._native_tried = False
+        self._native_retry_at = 0.0
 
     # --- set-up and scheduling --------------------------------------------------------------
 
@@ -144,13 +152,18 @@ class Simulation:
             del self._timers[key]
 
     def publish(self, node_id: int, topic: str, payload: bytes) -> None:
+        if self._native is not None and isinstance(self._native, native.NativePolderCast):
+            if node_id in self.alive:
+                self._native.publish(node_id, topic, payload)
+            return
         self.sync()
         if node_id in self.alive:
             self._execute(node_id, self.nodes[node_id].publish(topic, payload, self.now), None)
 
     def call_at(self, at: float, fn: Callable[[], None], native_ok: bool = False) -> None:
-        """Call ``fn`` at ``at``. ``native_ok``: it only reads the overlay (``snapshot``,
-        ``settle``), so the compiled loop may carry on after it."""
+        """Call ``fn`` at ``at``. ``native_ok``: it acts only through this simulator's methods
+        (never on a core or the link model directly); each of them hands a run in a compiled
+        loop back to the Python cores where it must, so the loop may carry on after it."""
         if self._native is not None:
             self._native.call_at(at, fn, native_ok)
         else:
@@ -160,15 +173,24 @@ class Simulation:
         """Process every entry due before ``t_end``; fail loudly past ``max_steps``."""
         if not self._native_tried:
             self._try_native()
-        while self._native is not None:
-            handle = self._native.engine.run_until(t_end, max_steps)
-            self._follow_native()
-            if handle is None:
+        while True:
+            while self._native is not None:
+                handle = self._native.engine.run_until(t_end, max_steps)
+                self._follow_native()
+                if handle is None:
+                    return
+                fn, native_ok = self._native.calls.pop(handle)
+                if not native_ok:
+                    self.sync()
+                fn()
+                if self._native is None:
+                    self._try_native(again=True)
+            if not self._run_python_until(t_end, max_steps):
                 return
-            fn, native_ok = self._native.calls.pop(handle)
-            if not native_ok:
-                self.sync()
-            fn()
+
+    def _run_python_until(self, t_end: float, max_steps: int) -> bool:
+        """``run_until`` in the Python cores; True where a compiled loop took the run over on
+        the way (after a scheduled call)."""
         q = self._queue
         while q and q[0][0] <= t_end:
             if self.steps >= max_steps:
@@ -187,14 +209,25 @@ class Simulation:
                         self.nodes[node_id].validate()
             else:
                 data[0]()
+                if self.engine_mode != "python" and self.now >= self._native_retry_at:
+                    self._try_native(again=True)
+                    if self._native is not None:
+                        return True
         self.now = max(self.now, t_end)
+        return False
 
     def run_frozen(self, fn: Callable[[], None], max_steps: int = 10**9) -> None:
         """Call ``fn`` (say, publish a round of events) on a frozen overlay: every timer and
         scheduled call is held back while the messages in flight, and those they cause, are
         delivered to completion; then virtual time has moved on and the held entries resume,
         shifted by the frozen time, so no gossip cycle is lost or squeezed."""
-        self.sync()
+        if self._native is not None:
+            fn()  # publications go into the compiled loop (or hand the run back first)
+            if self._native is not None:
+                self._native.engine.settle()
+                self._follow_native()
+                return
+            fn = _nothing  # called already: what it sent is in the queue, and only messages
         held = [e for e in self._queue if e[2] != _MSG]
         # In place: run_until may be iterating this very list (fn runs from a scheduled call).
         self._queue[:] = [e for e in self._queue if e[2] == _MSG]
@@ -238,22 +271,34 @@ class Simulation:
             self._native = None
 
     def _follow_native(self) -> None:
-        """The clocks after the compiled loop has run."""
+        """The clocks, and the spans, after the compiled loop has run."""
         engine = self._native.engine
         self.native_steps += engine.steps - self.steps
         self.now, self.steps, self.frozen_s = engine.now, engine.steps, engine.frozen_s
+        if isinstance(self._native, native.NativePolderCast):
+            self._native.take_spans()
 
-    def _try_native(self) -> None:
+    def _try_native(self, again: bool = False) -> None:
+        """Hand the run to a compiled loop where one can take it: at the start, and (``again``)
+        after a call that needed the Python cores (a join, a crash), unless another such call is
+        due within ``NATIVE_QUIET_S`` (a hand-over costs about as much as a second of gossip
+        in Python at 10,000 nodes; churn would make it thrash). Where none can take it, the next
+        try is ``NATIVE_QUIET_S`` later."""
         self._native_tried = True
         if self.engine_mode == "python":
             return
-        reason = native.unsupported(self)
-        if reason is None:
-            self._native = native.NativeCyclon(self)
+        if again:
+            self._native_retry_at = self.now + NATIVE_QUIET_S
+            soon = self.now + NATIVE_QUIET_S
+            if any(kind == _CALL and not data[1] and at < soon for at, _, kind, data in self._queue):
+                return
+        loop, reason = native.loop_for(self)
+        if loop is not None:
+            self._native = loop(self)
             with paused_gc():
                 self._native.take()
-        elif self.engine_mode == "native":
-            raise RuntimeError(f"sim.engine is native, but the compiled CYCLON loop cannot run this: {reason}")
+        elif self.engine_mode == "native" and not again:
+            raise RuntimeError(f"sim.engine is native, but no compiled loop can run this: {reason}")
 
     # --- internals --------------------------------------------------------------------------
 
@@ -308,12 +353,16 @@ class Simulation:
 
     def span(self, r: SpanRecord, parent: str | None) -> str:
         e = r.event
-        trace_id = self._trace_ids.get(e.event_id)
-        if trace_id is None:
-            trace_id = hashlib.blake2b(f"{self._seed}:{e.event_id}".encode(), digest_size=16).hexdigest()
-            self._trace_ids[e.event_id] = trace_id
         self._span_seq += 1
         span_id = f"{self._span_seq:016x}"
-        self.spans.add(trace_id, span_id, parent, r.name, round(self.now * 1e9), r.node, r.src,
+        self.spans.add(self.trace_id(e.event_id), span_id, parent, r.name, round(self.now * 1e9), r.node, r.src,
                        e.event_id, e.topic, e.hops, r.first_copy, r.subscriber)
         return span_id
+
+    def trace_id(self, event_id: str) -> str:
+        """The trace of an event: a hash of the seed and its id."""
+        trace_id = self._trace_ids.get(event_id)
+        if trace_id is None:
+            trace_id = hashlib.blake2b(f"{self._seed}:{event_id}".encode(), digest_size=16).hexdigest()
+            self._trace_ids[event_id] = trace_id
+        return trace_id

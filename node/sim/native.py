@@ -1,19 +1,24 @@
-"""The simulator's compiled CYCLON loop: a whole overlay of CYCLON nodes run in Rust
-(``node/sim/native/``, built by ``make setup`` where cargo is present), byte-identical to the
-Python cores it stands in for.
+"""The simulator's compiled loops: a whole overlay of CYCLON nodes, or of PolderCast nodes (CYCLON,
+VICINITY and RINGS), run in Rust (``node/sim/native/``, built by ``make setup`` where cargo is
+present), byte-identical to the Python cores they stand in for.
 
-The simulator hands a run over to it at its first ``run_until`` when every node is a CYCLON
-node and nothing else is going on: each node a :class:`~node.core.stack.Stack` of the
-:class:`~node.core.cyclon.Cyclon` layer alone, under a rule with no event to repair (the gossip
-before its first publication), and the link one rule for every destination with a constant
-base delay, no bandwidth and no partition, ``sim.wire_codec`` and ``sim.check_invariants``
-off. It runs there (timers, shuffles, link delays and losses, counters, settled snapshots)
-until something else is asked of the simulation: a scheduled call not marked ``native_ok``
-(a publication, a join, a crash, a partition) or a direct call on the simulator; then every
-node's state, the queue, the clocks and the random states are written back into the Python
-objects, and the run carries on in Python as if it had run there all along. The hand-over is
-one way. ``Stack.now``, the time of a core's last call, is not written back (every call sets
-it before use).
+The simulator hands a run over to one at its first ``run_until`` when every node is a node of
+its kind and nothing else is going on:
+
+- CYCLON (:class:`NativeCyclon`): each node a :class:`~node.core.stack.Stack` of the
+  :class:`~node.core.cyclon.Cyclon` layer alone, under a rule with no event to repair (the gossip
+  before its first publication);
+- PolderCast (:class:`NativePolderCast`): each node the stack ``poldercast.build`` makes, with
+  one config for all, and no event in flight;
+
+and, for both, the link one rule for every destination with a constant base delay, no bandwidth
+and no partition, ``sim.wire_codec`` and ``sim.check_invariants`` off. It runs there (timers,
+exchanges, link delays and losses, counters, settled snapshots) until something else is asked
+of the simulation: a scheduled call not marked ``native_ok`` (a publication, a join, a crash, a
+partition) or a direct call on the simulator; then every node's state, the queue, the clocks
+and the random states are written back into the Python objects, and the run carries on in
+Python as if it had run there all along. The hand-over is one way. ``Stack.now``, the time of a
+core's last call, is not written back (every call sets it before use).
 
 The Python cores are the reference: tests/unit/test_native.py runs experiments both ways on
 the same seeds and compares every output file byte for byte.
@@ -24,14 +29,28 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
-from collections import Counter
+from collections import Counter, OrderedDict
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from node.core.cyclon import LAYER, Cyclon
 from node.core.gossip import InterestGossip
+from node.core.ringcast import SHORTCUT_LAYERS, RingCast
+from node.core.rings import LAYER as RINGS
+from node.core.rings import Rings
 from node.core.stack import Stack
-from node.core.types import Descriptor, Gossip, LayerSnapshot, NodeSnapshot
-from node.interpret import DROPPED_BY_LINK, LOST_TO_DEAD_PEER, sent_keys
+from node.core.types import Descriptor, EventMsg, Gossip, LayerSnapshot, NodeSnapshot
+from node.core.vicinity import LAYER as VICINITY
+from node.core.vicinity import Vicinity
+from node.interpret import (
+    DROPPED_BY_LINK,
+    DUPLICATES,
+    EVENTS_PUBLISHED,
+    EVENTS_RECEIVED,
+    EVENTS_SENT,
+    LOST_TO_DEAD_PEER,
+    sent_keys,
+)
 from node.links import FixedDelay
 from node.transport import codec
 
@@ -45,15 +64,37 @@ if TYPE_CHECKING:
 
 _TIMER, _MSG, _CALL = 0, 1, 2
 _COUNTERS = (*sent_keys(LAYER), DROPPED_BY_LINK, LOST_TO_DEAD_PEER)
-"""The counters the compiled loop keeps, by the numbers it gives them."""
+"""The counters the compiled CYCLON loop keeps, by the numbers it gives them."""
+POLDERCAST_LAYERS = (LAYER, VICINITY, RINGS)
+"""The PolderCast loop's layers, by the numbers it gives them (and the stack's view order)."""
+_POLDERCAST_COUNTERS = (*(k for name in POLDERCAST_LAYERS for k in sent_keys(name)), DROPPED_BY_LINK, LOST_TO_DEAD_PEER,
+                        EVENTS_PUBLISHED, EVENTS_RECEIVED, DUPLICATES, EVENTS_SENT)
 
 
 def available() -> bool:
     return overlaylab_native is not None
 
 
-def unsupported(sim: Simulation) -> str | None:
-    """Why the compiled loop cannot take ``sim`` over now, or None when it can."""
+def loop_for(sim: Simulation) -> tuple[type[NativeCyclon] | type[NativePolderCast] | None, str | None]:
+    """The compiled loop that can take ``sim`` over now, or None and why none can."""
+    reason = _unsupported_simulation(sim)
+    if reason is not None:
+        return None, reason
+    first = sim.nodes[min(sim.nodes)]
+    layers = list(first.layers) if type(first) is Stack else []
+    if layers == [LAYER]:
+        loop: type[NativeCyclon] | type[NativePolderCast] = NativeCyclon
+        reason = _unsupported_cyclon(sim)
+    elif sorted(layers) == sorted(POLDERCAST_LAYERS):
+        loop = NativePolderCast
+        reason = _unsupported_poldercast(sim)
+    else:
+        return None, f"node {first.node_id} is neither a CYCLON nor a PolderCast node"
+    return (loop, None) if reason is None else (None, reason)
+
+
+def _unsupported_simulation(sim: Simulation) -> str | None:
+    """What neither loop can run, whatever the nodes."""
     if overlaylab_native is None:
         return "the compiled extension is not built (make setup builds it where cargo is present)"
     if not sim.nodes:
@@ -67,6 +108,10 @@ def unsupported(sim: Simulation) -> str | None:
         return "the link model has a partition, a bandwidth or a per-node rule"
     if links.base is not None and not isinstance(links.base, FixedDelay):
         return "link delays vary per link"
+    return None
+
+
+def _unsupported_cyclon(sim: Simulation) -> str | None:
     first = None
     for i, core in sim.nodes.items():
         if type(core) is not Stack or list(core.layers) != [LAYER] or type(core.layers[LAYER]) is not Cyclon:
@@ -91,19 +136,74 @@ def unsupported(sim: Simulation) -> str | None:
     return None
 
 
-class NativeCyclon:
-    """A simulation's CYCLON overlay in the compiled loop: ``take`` it from the Python objects,
-    run it (``engine``), ``give_back``."""
+class _Loop:
+    """What both loops share: the calls scheduled while the engine runs, the link's and the
+    nodes' random states, and the clocks."""
+
+    engine: Any
 
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
         self.calls: dict[int, tuple[Any, bool]] = {}
+        self._rng_versions: dict[int, tuple[int, Any]] = {}
+        self._handles = itertools.count()
+
+    def _link(self) -> tuple[tuple[float, float, float, bool], list[int]]:
+        """The link (delay_ms with the constant base folded in, jitter_ms, loss, partitioned) and
+        its random state's words."""
+        sim = self.sim
+        rule = sim.links.rules[-1] if sim.links.rules else None
+        base = sim.links.base.ms if sim.links.base is not None else 0.0
+        self._link_version, words, self._link_gauss = sim.links.rng.getstate()
+        link = ((rule.delay_ms if rule else 0.0) + base, rule.jitter_ms if rule else 0.0, rule.loss if rule else 0.0,
+                bool(rule and rule.partitioned))
+        return link, list(words)
+
+    def _rng_words(self, i: int) -> list[int]:
+        version, words, gauss = self.sim.nodes[i].rng.getstate()
+        self._rng_versions[i] = (version, gauss)
+        return list(words)
+
+    def _rng(self, i: int, words: list[int]) -> random.Random:
+        version, gauss = self._rng_versions[i]
+        rng = random.Random(0)  # its state set next
+        rng.setstate((version, tuple(words), gauss))
+        return rng
+
+    def _put_call(self, at: float, seq: int, call: tuple[Any, bool]) -> None:
+        handle = next(self._handles)
+        self.calls[handle] = call
+        self.engine.put_call(at, seq, handle)
+
+    def call_at(self, at: float, fn, native_ok: bool) -> None:
+        handle = next(self._handles)
+        self.calls[handle] = (fn, native_ok)
+        self.engine.call_at(at, handle)
+
+    def _set_timer(self, i: int, name: str, at: float | None) -> None:
+        if at is None:
+            self.sim._timers.pop((i, name), None)
+        else:
+            self.sim._timers[(i, name)] = at
+
+    def _give_back_clocks(self, queue: list[tuple]) -> None:
+        sim, engine = self.sim, self.engine
+        heapq.heapify(queue)
+        sim._queue[:] = queue
+        sim.links.rng.setstate((self._link_version, tuple(engine.link_rng()), self._link_gauss))
+        sim.now, sim.steps, sim._seq, sim.frozen_s = engine.now, engine.steps, engine.seq, engine.frozen_s
+
+
+class NativeCyclon(_Loop):
+    """A simulation's CYCLON overlay in the compiled loop: ``take`` it from the Python objects,
+    run it (``engine``), ``give_back``."""
+
+    def __init__(self, sim: Simulation) -> None:
+        super().__init__(sim)
         self._templates: dict[tuple, int] = {}
         """Template number by profile (id, address, topics, priorities)."""
         self._descriptors: list[Descriptor] = []
         """The templates: each profile at age 0."""
-        self._rng_versions: dict[int, tuple[int, Any]] = {}
-        self._handles = itertools.count()
 
     def _tpl(self, d: Descriptor) -> int:
         key = (d.node_id, d.addr, d.topics, d.priorities)
@@ -123,24 +223,18 @@ class NativeCyclon:
         sim = self.sim
         nodes = sorted(sim.nodes)
         some = sim.nodes[nodes[0]].layers[LAYER]
-        rule = sim.links.rules[-1] if sim.links.rules else None
-        base = sim.links.base.ms if sim.links.base is not None else 0.0
-        version, words, self._link_gauss = sim.links.rng.getstate()
-        self._link_version = version
+        link, words = self._link()
         engine = self.engine = overlaylab_native.Engine(
             max(nodes) + 1, some.config.view_size, some.config.shuffle_length, some.pending.timeout_s, some.period,
-            some.config.refill, codec.layer_bytes(LAYER), (rule.delay_ms if rule else 0.0) + base,
-            rule.jitter_ms if rule else 0.0, rule.loss if rule else 0.0, bool(rule and rule.partitioned), list(words))
+            some.config.refill, codec.layer_bytes(LAYER), *link, words)
         sent = 0  # templates handed to the engine so far
         for i in nodes:
             core = sim.nodes[i]
             layer = core.layers[LAYER]
-            version, words, gauss = core.rng.getstate()
-            self._rng_versions[i] = (version, gauss)
             state = (self._tpl(core.me), i in sim.alive, self._entries(layer.view.values()),
                      self._entries(layer.reserve.values()),
                      [(p, due, list(kept)) for p, (kept, due) in layer.pending._due.items()],
-                     layer.pending.late, list(words), sim._timers.get((i, LAYER)))
+                     layer.pending.late, self._rng_words(i), sim._timers.get((i, LAYER)))
             sent = self._add_templates(sent)
             engine.add_node(i, *state)
             layer.view, layer.reserve, layer.pending._due, core.rng = {}, {}, {}, None
@@ -153,9 +247,7 @@ class NativeCyclon:
                 sent = self._add_templates(sent)
                 engine.put_msg(at, seq, *entry)
             else:
-                handle = next(self._handles)
-                self.calls[handle] = data
-                engine.put_call(at, seq, handle)
+                self._put_call(at, seq, data)
         sim._queue.clear()
         engine.set_clock(sim.now, sim.steps, sim._seq, sim.frozen_s)
 
@@ -164,11 +256,6 @@ class NativeCyclon:
         if new:
             self.engine.add_templates([d.node_id for d in new], [codec.profile_size(d) for d in new])
         return len(self._descriptors)
-
-    def call_at(self, at: float, fn, native_ok: bool) -> None:
-        handle = next(self._handles)
-        self.calls[handle] = (fn, native_ok)
-        self.engine.call_at(at, handle)
 
     def snapshot(self, i: int) -> NodeSnapshot:
         core = self.sim.nodes[i]
@@ -184,16 +271,11 @@ class NativeCyclon:
             layer.reserve = {desc[t].node_id: desc[t].aged(age) for t, age in reserve}
             layer.pending._due = {p: (tuple(kept), due) for p, due, kept in pending}
             layer.pending.late = late
-            version, gauss = self._rng_versions[i]
-            core.rng = random.Random(0)  # its state set next
-            core.rng.setstate((version, tuple(words), gauss))
+            core.rng = self._rng(i, words)
             stats: Counter = sim.stats[i]
             for key, n in counts:
                 stats[_COUNTERS[key]] += n
-            if timer is None:
-                sim._timers.pop((i, LAYER), None)
-            else:
-                sim._timers[(i, LAYER)] = timer
+            self._set_timer(i, LAYER, timer)
         queue = []
         for at, seq, kind, data in engine.queue():
             if kind == _TIMER:
@@ -204,7 +286,262 @@ class NativeCyclon:
             else:
                 data = self.calls[data]
             queue.append((at, seq, kind, data))
-        heapq.heapify(queue)
-        sim._queue[:] = queue
-        sim.links.rng.setstate((self._link_version, tuple(engine.link_rng()), self._link_gauss))
-        sim.now, sim.steps, sim._seq, sim.frozen_s = engine.now, engine.steps, engine.seq, engine.frozen_s
+        self._give_back_clocks(queue)
+
+
+def _unsupported_poldercast(sim: Simulation) -> str | None:
+    first = None
+    nodes = sim.nodes
+    foreign = _foreign_profiles(nodes)
+    for i, core in nodes.items():
+        layers = core.layers
+        if type(core) is not Stack or core.view_order != list(POLDERCAST_LAYERS) or type(core.rule) is not RingCast \
+                or [type(layers[name]) for name in POLDERCAST_LAYERS] != [Cyclon, Vicinity, Rings]:
+            return f"node {i} is not a PolderCast node"
+        if i in sim.alive and not core.active:
+            return f"node {i} has left"
+        cyclon, vicinity, rings = (layers[name] for name in POLDERCAST_LAYERS)
+        if list(rings.succ) != list(rings.pred):
+            return f"node {i}'s RINGS sides list their topics in different orders"
+        config = (cyclon.config.view_size, cyclon.config.shuffle_length, cyclon.pending.timeout_s, cyclon.period,
+                  cyclon.config.refill, cyclon.max_entries, vicinity.view_size, vicinity.gossip_size,
+                  vicinity.max_entries, vicinity.period, vicinity.pending.timeout_s, vicinity.priority_mode,
+                  vicinity.sampling, rings.ring_size, rings.gossip_size, rings.max_entries, rings.period,
+                  rings.pending.timeout_s, rings.removal, rings.overlay, rings.sampling, rings.selection,
+                  core.config.fanout, core.config.shortcut_source, core.config.ring_failover, core.seen.capacity)
+        if first is None:
+            first = config
+        elif config != first:
+            return "the nodes' PolderCast configs differ"
+        if (vicinity.sampling, rings.overlay, rings.sampling) != (LAYER, VICINITY, LAYER):
+            return "the layers take partners from other layers than PolderCast's"
+        if core.config.ring_failover:
+            return "ring_failover is on"
+        for d in (*cyclon.view.values(), *cyclon.reserve.values(), *vicinity.view.values(), *rings.view.values()):
+            if (reason := foreign(d)) is not None:
+                return reason
+    if any(name not in POLDERCAST_LAYERS for _, name in sim._timers):
+        return "a timer other than the PolderCast layers' is set"
+    for _, _, kind, data in sim._queue:
+        if kind != _MSG:
+            continue
+        msg = data[2]
+        if type(msg) is not Gossip or msg.layer not in POLDERCAST_LAYERS or msg.recent or data[3] is not None:
+            return "a message other than a PolderCast layer's exchange is in flight"
+        for d in (msg.sender, *msg.entries):
+            if (reason := foreign(d)) is not None:
+                return reason
+    return None
+
+
+def _foreign_profiles(nodes: dict[int, Stack]) -> Callable[[Descriptor], str | None]:
+    """Why the PolderCast loop cannot hold a descriptor (it holds a node's topics and address
+    once, and profiles as their priorities); each profile checked once (copies share parts)."""
+    checked: set[tuple[int, int, int]] = set()
+    keep: list[Descriptor] = []  # the checked parts stay alive, so their ids are not reused
+
+    def foreign(d: Descriptor) -> str | None:
+        key = (d.node_id, id(d.topics), id(d.priorities))
+        if key in checked:
+            return None
+        core = nodes.get(d.node_id)
+        if core is None:
+            return f"a descriptor names node {d.node_id}, which the simulation does not hold"
+        me = core.me
+        if d.addr != me.addr or (d.topics is not me.topics and d.topics != me.topics):
+            return f"a descriptor of node {d.node_id} carries other topics than the node's own"
+        if any(t not in me.topics for t, _ in d.priorities):
+            return f"a descriptor of node {d.node_id} gives a priority to a topic the node does not subscribe"
+        checked.add(key)
+        keep.append(d)
+        return None
+
+    return foreign
+
+
+class NativePolderCast(_Loop):
+    """A simulation's PolderCast overlay in the compiled loop: ``take`` it from the Python
+    objects, run it (``engine``), ``give_back``. Topics are numbered in their sorted order;
+    profiles are handed over as their priorities, numbered."""
+
+    def __init__(self, sim: Simulation) -> None:
+        super().__init__(sim)
+        self._topics: list = []
+        self._handed: dict[tuple[int, int], tuple[int, Any]] = {}
+        """Profile number by (node, id of its priorities), holding the priorities."""
+        self._events: list[EventMsg | None] = []
+        """By event number: the event published in the loop (None: one handed in, in a
+        duplicate filter); ``_event_ids`` holds every id."""
+        self._event_ids: list[str] = []
+
+    def _profile(self, d: Descriptor) -> int:
+        key = (d.node_id, id(d.priorities))
+        hit = self._handed.get(key)
+        if hit is None:
+            number = self._number
+            hit = self._handed[key] = (self.engine.add_profile(d.node_id, [(number[t], p) for t, p in d.priorities]),
+                                       d.priorities)
+        return hit[0]
+
+    def _entries(self, ds) -> list[tuple[int, int]]:
+        return [(self._profile(d), d.age) for d in ds]
+
+    def take(self) -> None:
+        """Move the simulation's state into a new engine. The Python cores keep their configs
+        and profiles; their views, ring slots, pending replies and generators are emptied (the
+        engine holds them now) so that a large run does not hold both."""
+        sim = self.sim
+        nodes = sorted(sim.nodes)
+        some = sim.nodes[nodes[0]]
+        cyclon, vicinity, rings = layers = tuple(some.layers[name] for name in POLDERCAST_LAYERS)
+        self._topics = sorted({t for core in sim.nodes.values() for t in core.me.topics})
+        number = self._number = {t: k for k, t in enumerate(self._topics)}
+        link, words = self._link()
+        engine = self.engine = overlaylab_native.PolderEngine(
+            max(nodes) + 1, len(self._topics),
+            (cyclon.config.view_size, cyclon.config.shuffle_length, vicinity.view_size, vicinity.gossip_size,
+             rings.ring_size, rings.gossip_size),
+            cyclon.config.refill, [layer.period for layer in layers], [layer.pending.timeout_s for layer in layers],
+            [codec.layer_bytes(name) for name in POLDERCAST_LAYERS],
+            (vicinity.priority_mode == "max", rings.removal == "on_timeout", rings.selection == "nearest_first"),
+            (some.config.fanout, tuple(name in SHORTCUT_LAYERS[some.config.shortcut_source] for name in (LAYER, VICINITY)),
+             some.seen.capacity),
+            link, words, [codec.priority_topic_bytes(t) for t in self._topics])
+        seen: dict[str, int] = {}
+        for core in sim.nodes.values():
+            seen.update((e, len(seen)) for e in core.seen._seen if e not in seen)
+        self._event_ids = list(seen)
+        self._events = [None] * len(seen)
+        engine.add_events([0] * len(seen))  # their topics are never read: none is in flight
+        for i in nodes:
+            me = sim.nodes[i].me
+            engine.set_topics(i, sorted(number[t] for t in me.topics), rings.ids[i],
+                              codec.profile_size(Descriptor(i, me.addr, me.topics)))
+        for i in nodes:
+            core = sim.nodes[i]
+            cyclon, vicinity, rings = layers = tuple(core.layers[name] for name in POLDERCAST_LAYERS)
+            mine = core.me.topics
+            engine.add_node(
+                i, self._profile(core.me), i in sim.alive, self._rng_words(i),
+                [sim._timers.get((i, name)) for name in POLDERCAST_LAYERS], [layer.pending.late for layer in layers],
+                (self._entries(cyclon.view.values()), self._entries(cyclon.reserve.values()),
+                 [(p, due, list(kept)) for p, (kept, due) in cyclon.pending._due.items()]),
+                (self._entries(vicinity.view.values()), [(p, due) for p, (_, due) in vicinity.pending._due.items()]),
+                (self._entries(rings.view.values()),
+                 [(number[t], succ, rings.pred[t]) for t, succ in rings.succ.items()],
+                 [number[t] for t in rings._holes if t in mine], [(number[t], p) for t, p in rings._prio.items()],
+                 list(rings._considered), [(p, due, bool(kept)) for p, (kept, due) in rings.pending._due.items()]),
+                ([seen[e] for e in core.seen._seen], core.published))
+            cyclon.view, cyclon.reserve, vicinity.view, rings.view = {}, {}, {}, {}
+            core.seen._seen = OrderedDict()
+            rings.succ, rings.pred, rings._holes, rings._prio, rings._considered = {}, {}, set(), {}, {}
+            for layer in layers:
+                layer.pending._due = {}
+            core.rng = None
+        for at, seq, kind, data in sim._queue:
+            if kind == _TIMER:
+                engine.put_timer(at, seq, data[0], POLDERCAST_LAYERS.index(data[1]))
+            elif kind == _MSG:
+                src, dst, msg, _ = data
+                engine.put_msg(at, seq, src, dst, POLDERCAST_LAYERS.index(msg.layer), msg.reply,
+                               (self._profile(msg.sender), msg.sender.age), self._entries(msg.entries))
+            else:
+                self._put_call(at, seq, data)
+        sim._queue.clear()
+        self._handed.clear()
+        engine.forget_handed_in()
+        engine.set_clock(sim.now, sim.steps, sim._seq, sim.frozen_s, sim._span_seq)
+
+    def publish(self, i: int, topic: str, payload: bytes) -> None:
+        """``Simulation.publish`` on an alive node, in the loop."""
+        core = self.sim.nodes[i]
+        core.rule.check_publish(topic)  # the loop's profiles are the cores' (topics never change)
+        number, published = self.engine.publish(i, self._number[topic])
+        event_id = f"{i}-{core.incarnation}-{published}"
+        assert number == len(self._events)
+        self._events.append(EventMsg(event_id, topic, payload, i, 0))
+        self._event_ids.append(event_id)
+
+    def take_spans(self) -> None:
+        """The span records of the loop's events, into the simulation's spans."""
+        sim, events = self.sim, self._events
+        add = sim.spans.add
+        for seq, parent, publish, at, node, src, number, hops, first, subscriber in self.engine.take_spans():
+            e = events[number]
+            assert e is not None
+            add(sim.trace_id(e.event_id), f"{seq:016x}", f"{parent:016x}" if parent else None,
+                "publish" if publish else "receive", round(at * 1e9), node, src - 1 if src else None,
+                e.event_id, e.topic, hops, first, subscriber)
+        sim._span_seq = self.engine.span_seq
+
+    def snapshot(self, i: int) -> NodeSnapshot:
+        core, topics = self.sim.nodes[i], self._topics
+        cyclon, vicinity, rings, succ, pred = self.engine.snapshot(i)
+        return NodeSnapshot(i, sorted(core.me.topics), [
+            LayerSnapshot(LAYER, cyclon), LayerSnapshot(VICINITY, vicinity), LayerSnapshot(RINGS, rings),
+            LayerSnapshot(f"{RINGS}.succ", [], {topics[t]: ids for t, ids in succ}),
+            LayerSnapshot(f"{RINGS}.pred", [], {topics[t]: ids for t, ids in pred})])
+
+    def give_back(self) -> None:
+        """Write every state back into the simulation's Python objects."""
+        self.take_spans()
+        sim, engine, topics = self.sim, self.engine, self._topics
+        profiles: list[Descriptor] = []
+        parts = {i: (core.me.addr, core.me.topics) for i, core in sim.nodes.items()}
+
+        def described(h: int, age: int) -> Descriptor:
+            if h >= len(profiles):  # profiles the engine named since the last look
+                for node, prio in engine.profiles(len(profiles)):
+                    addr, mine = parts[node]
+                    profiles.append(Descriptor(node, addr, mine, 0, tuple((topics[t], p) for t, p in prio)))
+            return profiles[h].aged(age)
+
+        def view(entries: list[tuple[int, int]]) -> dict:
+            return {(d := described(h, age)).node_id: d for h, age in entries}
+
+        for i, core in sim.nodes.items():
+            me, words, timers, late, cyclon_state, vicinity_state, rings_state, (seen, published), counts = \
+                engine.take_node(i)
+            cyclon, vicinity, rings = layers = tuple(core.layers[name] for name in POLDERCAST_LAYERS)
+            core.me = described(me, 0)
+            cyclon.view, cyclon.reserve = view(cyclon_state[0]), view(cyclon_state[1])
+            cyclon.pending._due = {p: (tuple(kept), due) for p, due, kept in cyclon_state[2]}
+            vicinity.view = view(vicinity_state[0])
+            vicinity.pending._due = {p: ((), due) for p, due in vicinity_state[1]}
+            vicinity._own_keys, vicinity._own_keys_for = {}, None
+            ring_view, slots, holes, prio, considered, pending = rings_state
+            rings.view = view(ring_view)
+            rings.succ = {topics[t]: succ for t, succ, _ in slots}
+            rings.pred = {topics[t]: pred for t, _, pred in slots}
+            rings._holes = {topics[t] for t in holes}
+            rings._prio = {topics[t]: p for t, p in prio}
+            rings._considered = {x: parts[x][1] for x in considered}
+            rings.pending._due = {p: (kept, due) for p, due, kept in pending}
+            for layer, n, name, at in zip(layers, late, POLDERCAST_LAYERS, timers, strict=True):
+                layer.pending.late = n
+                self._set_timer(i, name, at)
+            core.rng = self._rng(i, words)
+            core.seen._seen = OrderedDict.fromkeys(self._event_ids[e] for e in seen)
+            core.published = published
+            stats: Counter = sim.stats[i]
+            for key, n in counts:
+                stats[_POLDERCAST_COUNTERS[key]] += n
+        queue = []
+        for at, seq, kind, data in engine.queue():
+            if kind == _TIMER:
+                data = (data[0], POLDERCAST_LAYERS[data[1]])
+            elif kind == _MSG and data[2] == len(POLDERCAST_LAYERS):  # an event copy
+                src, dst, _, number, hops, span = data
+                e = self._events[number]
+                assert e is not None
+                copy = EventMsg(e.event_id, e.topic, e.payload, e.publisher, hops)
+                data = (src, dst, copy, f"{span:016x}" if span else None)
+            elif kind == _MSG:
+                src, dst, layer, reply, sender, entries = data
+                msg = Gossip(POLDERCAST_LAYERS[layer], described(*sender),
+                             tuple(described(h, age) for h, age in entries), reply)
+                data = (src, dst, msg, None)
+            else:
+                data = self.calls[data]
+            queue.append((at, seq, kind, data))
+        self._give_back_clocks(queue)

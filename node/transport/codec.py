@@ -306,6 +306,11 @@ def profile_size(d: Descriptor) -> int:
     return d.profile_bytes or _measure_profile(d)
 
 
+def priority_topic_bytes(t: str) -> int:
+    """The bytes topic ``t`` takes in a profile's TopicPriority, as ``wire_size`` counts them."""
+    return _topic_field(t) if t else 0
+
+
 def layer_bytes(layer: str) -> int:
     """The bytes a message's ``layer`` field takes, as ``wire_size`` counts them."""
     return _layer_field(layer)

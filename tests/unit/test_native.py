@@ -1,5 +1,6 @@
-"""The compiled CYCLON loop (node/sim/native/) against the Python cores it stands in for: the same
-random draws as Python's generator, and the same run, byte for byte, on the same seeds.
+"""The compiled loops (node/sim/native/: CYCLON, PolderCast) against the Python cores they stand in
+for: the same random draws as Python's generator, and the same run, byte for byte, on the same
+seeds.
 
 Where cargo is present `make setup` builds the extension, and these tests require it; without
 cargo the extension cannot be built and the simulator runs its Python loop (tested here too)."""
@@ -111,8 +112,65 @@ def test_churn_hands_the_run_back_at_its_first_event(tmp_path):
 def test_engine_native_names_what_it_cannot_run(tmp_path):
     with pytest.raises(RuntimeError, match="sim.wire_codec is on"):
         run(tmp_path, "native", sim={"wire_codec": True})
-    with pytest.raises(RuntimeError, match="not a CYCLON node"):
-        run(tmp_path, "native", protocol={"name": "poldercast"})
+    with pytest.raises(RuntimeError, match="neither a CYCLON nor a PolderCast node"):
+        run(tmp_path, "native", protocol={"name": "spidercast"})
+    with pytest.raises(RuntimeError, match="ring_failover is on"):
+        run(tmp_path, "native", protocol={"name": "poldercast", "params": {"ring_failover": True}})
+
+
+# --- the PolderCast loop -------------------------------------------------------------------------
+
+POLDERCAST = {
+    "protocol": {"name": "poldercast", "params": {}},
+    "nodes": {"count": 250, "bootstrap_contacts": 20},
+    # followers of a power-law graph: a few heavy subscribers with big RINGS views, whose
+    # rankings go by bitsets in the loop
+    "workload": {"model": "social", "graph": "synthetic", "directed": True, "mean_follows": 10},
+    "publications": {"mode": "per_topic", "rounds": 4, "round_interval_s": 1, "topics_per_round": 20,
+                     "freeze": True},
+    "phases": {"warmup_s": 8, "drain_s": 1},
+    "outputs": {"snapshot_every_s": 2},
+}
+
+
+@compiled
+def test_poldercast_overlay_and_frozen_rounds_are_the_python_ones_byte_for_byte(tmp_path):
+    """E1's setting, small: the loop runs the whole run (the overlay, the RingCast rounds on the
+    frozen overlay, their spans), and every output file is the same."""
+    meta = assert_same_run(tmp_path, **POLDERCAST)
+    assert meta["sim_native_steps"] == meta["sim_steps"]
+
+
+@compiled
+@pytest.mark.parametrize("params", [
+    {"priority_mode": "sum", "fanout": 3, "shortcut_source": "vicinity"},
+    {"ring_removal": "on_initiate", "ring_selection": "random", "shortcut_source": "cyclon"},
+])
+def test_poldercast_choices_are_the_python_ones(tmp_path, params):
+    assert_same_run(tmp_path, **{**POLDERCAST, "protocol": {"name": "poldercast", "params": params}})
+
+
+@compiled
+def test_poldercast_late_replies_losses_jitter_and_refills_are_the_python_ones(tmp_path, monkeypatch):
+    """Replies later than the timeouts, lost and jittered messages and event copies, and CYCLON
+    views so small that nodes empty them and refill from the other views."""
+    refills = []
+    refill = Cyclon._refill
+    monkeypatch.setattr(Cyclon, "_refill", lambda self: (refills.append(self.stack.node_id), refill(self))[1])
+    assert_same_run(tmp_path, **{
+        **POLDERCAST, "protocol": {"name": "poldercast", "params": {
+            "timeout_ms": 14, "cyclon": {"view_size": 3, "shuffle_length": 2, "timeout_ms": 12}}},
+        "network": {"delay": {"ms": 10}, "jitter_ms": 6, "loss": 0.05}})
+    assert refills, "no view emptied: the refill path went untested"
+
+
+@compiled
+def test_poldercast_is_handed_back_for_a_partition_and_taken_again_after_it(tmp_path):
+    """A partition needs the Python cores while it holds; a quiet stretch after it, the loop
+    takes the run over again (two hand-overs each way), and the files are the same."""
+    meta = assert_same_run(tmp_path, **{**POLDERCAST, "phases": {"warmup_s": 16, "drain_s": 1},
+                                        "network": {"partitions": [{"start_s": 3, "end_s": 4, "nodes": list(range(20))}]}})
+    assert meta["sim_native_steps"] > 0.8 * meta["sim_steps"]
 
 
 def test_without_the_extension_auto_runs_the_python_loop(tmp_path, monkeypatch):

@@ -16,32 +16,34 @@ use pyo3::prelude::*;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
+mod poldercast;
+
 // --- Python's random.Random --------------------------------------------------------------------
 
 const MT_N: usize = 624;
 const MT_M: usize = 397;
 
-struct Mt {
+pub(crate) struct Mt {
     state: Vec<u32>,
     index: usize,
 }
 
 impl Mt {
     /// From `random.Random.getstate()[1]`: 624 words and the index.
-    fn from_state(words: &[u64]) -> PyResult<Mt> {
+    pub(crate) fn from_state(words: &[u64]) -> PyResult<Mt> {
         if words.len() != MT_N + 1 || words[MT_N] > MT_N as u64 {
             return Err(PyValueError::new_err("not a Mersenne Twister state"));
         }
         Ok(Mt { state: words[..MT_N].iter().map(|&w| w as u32).collect(), index: words[MT_N] as usize })
     }
 
-    fn to_state(&self) -> Vec<u64> {
+    pub(crate) fn to_state(&self) -> Vec<u64> {
         let mut out: Vec<u64> = self.state.iter().map(|&w| w as u64).collect();
         out.push(self.index as u64);
         out
     }
 
-    fn next_u32(&mut self) -> u32 {
+    pub(crate) fn next_u32(&mut self) -> u32 {
         const UPPER: u32 = 0x8000_0000;
         const LOWER: u32 = 0x7fff_ffff;
         const MAG: [u32; 2] = [0, 0x9908_b0df];
@@ -68,14 +70,14 @@ impl Mt {
     }
 
     /// `random.random()`.
-    fn random(&mut self) -> f64 {
+    pub(crate) fn random(&mut self) -> f64 {
         let a = (self.next_u32() >> 5) as f64;
         let b = (self.next_u32() >> 6) as f64;
         (a * 67108864.0 + b) * (1.0 / 9007199254740992.0)
     }
 
     /// `random._randbelow(n)` for 0 < n < 2**32: getrandbits(n.bit_length()) until below n.
-    fn randbelow(&mut self, n: usize) -> usize {
+    pub(crate) fn randbelow(&mut self, n: usize) -> usize {
         let k = usize::BITS - n.leading_zeros();
         loop {
             let r = (self.next_u32() >> (32 - k)) as usize;
@@ -86,7 +88,7 @@ impl Mt {
     }
 
     /// `random.sample(population, k)` (Python 3.11's two algorithms, by its own size rule).
-    fn sample<T: Copy>(&mut self, population: &[T], k: usize, out: &mut Vec<T>, pool: &mut Vec<T>) {
+    pub(crate) fn sample<T: Copy>(&mut self, population: &[T], k: usize, out: &mut Vec<T>, pool: &mut Vec<T>) {
         let n = population.len();
         out.clear();
         let mut setsize = 21usize;
@@ -113,11 +115,19 @@ impl Mt {
             }
         }
     }
+
+    /// `random.shuffle(x)`.
+    pub(crate) fn shuffle<T>(&mut self, x: &mut [T]) {
+        for i in (1..x.len()).rev() {
+            let j = self.randbelow(i + 1);
+            x.swap(i, j);
+        }
+    }
 }
 
 // --- protobuf size arithmetic (node/transport/codec.py's wire_size) -----------------------------
 
-fn varint_len(mut v: u64) -> u64 {
+pub(crate) fn varint_len(mut v: u64) -> u64 {
     let mut n = 1;
     while v >= 0x80 {
         v >>= 7;
@@ -179,16 +189,16 @@ impl Node {
     }
 }
 
-const TIMER: u8 = 0;
-const MSG: u8 = 1;
-const CALL: u8 = 2;
+pub(crate) const TIMER: u8 = 0;
+pub(crate) const MSG: u8 = 1;
+pub(crate) const CALL: u8 = 2;
 
 #[derive(Clone, Copy)]
-struct Due {
-    at: f64,
-    seq: u64,
-    kind: u8,
-    data: u64, // TIMER: node; MSG: slot in `msgs`; CALL: Python's handle
+pub(crate) struct Due {
+    pub(crate) at: f64,
+    pub(crate) seq: u64,
+    pub(crate) kind: u8,
+    pub(crate) data: u64, // TIMER: node; MSG: slot in `msgs`; CALL: Python's handle
 }
 
 impl PartialEq for Due {
@@ -662,6 +672,7 @@ fn mt_sample(state: Vec<u64>, population: usize, k: usize) -> PyResult<(Vec<usiz
 #[pymodule]
 fn overlaylab_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Engine>()?;
+    m.add_class::<poldercast::PolderEngine>()?;
     m.add_function(wrap_pyfunction!(mt_randoms, m)?)?;
     m.add_function(wrap_pyfunction!(mt_sample, m)?)?;
     Ok(())
