@@ -35,13 +35,14 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[test]'
 	touch $@
 
-# The simulator's compiled CYCLON loop (node/sim/native/, Rust with PyO3, docs/architecture.md),
-# built where cargo is present; without it the simulator runs its Python loop (same output).
-$(NATIVE): node/sim/native/Cargo.toml node/sim/native/pyproject.toml node/sim/native/src/lib.rs | $(STAMP)
+# The simulator's compiled CYCLON and PolderCast loops (node/sim/native/, Rust with PyO3,
+# docs/architecture.md), built where cargo is present; without them the simulator runs its Python
+# loop (same output).
+$(NATIVE): node/sim/native/Cargo.toml node/sim/native/pyproject.toml $(wildcard node/sim/native/src/*.rs) | $(STAMP)
 	@if command -v cargo >/dev/null; then \
 		rm -rf $(NATIVE_WHEELS) && $(PY) -m pip wheel --quiet --no-deps -w $(NATIVE_WHEELS) ./node/sim/native && \
 		$(PY) -m pip install --quiet --force-reinstall --no-deps $(NATIVE_WHEELS)/*.whl && touch $@; \
-	else echo "cargo not found: the simulator's compiled CYCLON loop is not built (its Python loop runs)"; fi
+	else echo "cargo not found: the simulator's compiled loops are not built (its Python loop runs)"; fi
 
 run: setup
 	$(VENV)/bin/overlaylab run $(EXPERIMENT) --backend $(BACKEND)

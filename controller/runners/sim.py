@@ -15,6 +15,7 @@ parent waits for them and writes ``variants.json``; its own directory holds the 
 
 from __future__ import annotations
 
+import gc
 import os
 import random
 import shutil
@@ -34,7 +35,7 @@ from .. import plans
 from ..config import Experiment, ExperimentError, variant_experiment, variant_label
 from ..network import link_model_for_sim
 from ..progress import console, phase
-from ..rundir import JsonLines, RunDir, Timeline, run_meta, snapshot_rows
+from ..rundir import JsonLines, RunDir, SnapshotLines, Timeline, run_meta
 from .base import Runner
 
 SPAN_SCHEMA = pa.schema([
@@ -96,6 +97,7 @@ class _SimRun:
                               engine=exp.sim.engine)
         self.timeline = Timeline(rd)
         self.snapshots = JsonLines(rd, "snapshots.jsonl")
+        self.snapshot_lines = SnapshotLines()
         self.alive: set[int] = set()
         self.started: set[int] = set()
         self.cores_built: dict[int, int] = {}
@@ -153,7 +155,8 @@ class _SimRun:
         """Every alive node's views, at virtual time and at gossip time (frozen rounds out)."""
         sim = self.sim
         at, gossip_at = ns(sim.now), ns(sim.now - sim.frozen_s)
-        self.snapshots.write(row for i in sorted(self.alive) for row in snapshot_rows(sim.snapshot(i), at, gossip_at))
+        encode = self.snapshot_lines.lines
+        self.snapshots.write_text("".join(encode(sim.snapshot(i), at, gossip_at) for i in sorted(self.alive)))
 
     def settled_snapshot(self) -> None:
         """A snapshot once the exchanges in flight have finished (timers held), so a partner
@@ -261,6 +264,11 @@ class _SimRun:
                     if i not in plan.churn.offline_at_start:
                         self.join(i, plans.initial_contacts(plan, i), initial=True)
             self._schedule()
+            # The network as built (the plan, every core) out of the cyclic garbage collector's
+            # reach: its full collections walked it again and again (a tenth of a 10,000-node
+            # PolderCast run). Reference counting still frees what is dropped; only cycles among
+            # these objects (a replaced core) stay.
+            gc.freeze()  # undone at the end of the run (a sweep may run the next one here)
             networks = f" ({exp.sim.networks} networks)" if exp.sim.networks > 1 else ""
             with phase(f"sim: {n} peers{networks}, {plan.end_s:.0f} s of virtual time", plan.end_s) as advance:
                 t = 0.0
@@ -273,6 +281,7 @@ class _SimRun:
             sim.sync()
             self.spans.flush()
         finally:
+            gc.unfreeze()
             if self.writer is None and not self.forked:  # a run with no spans
                 self.writer = pq.ParquetWriter(self.rd.traces / "spans.parquet", SPAN_SCHEMA)
             if self.writer is not None:

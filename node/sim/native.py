@@ -361,7 +361,7 @@ def _foreign_profiles(nodes: dict[int, Stack]) -> Callable[[Descriptor], str | N
 
 class NativePolderCast(_Loop):
     """A simulation's PolderCast overlay in the compiled loop: ``take`` it from the Python
-    objects, run it (``engine``), ``give_back``. Topics are numbered in their sorted order;
+    objects, run it (``engine``), ``give_back``. Topics are numbered, the most subscribed first;
     profiles are handed over as their priorities, numbered."""
 
     def __init__(self, sim: Simulation) -> None:
@@ -394,8 +394,11 @@ class NativePolderCast(_Loop):
         nodes = sorted(sim.nodes)
         some = sim.nodes[nodes[0]]
         cyclon, vicinity, rings = layers = tuple(some.layers[name] for name in POLDERCAST_LAYERS)
-        self._topics = sorted({t for core in sim.nodes.values() for t in core.me.topics})
+        # topics numbered the most subscribed first (the loop's bitset tests stay in few words)
+        subscribers = Counter(t for core in sim.nodes.values() for t in core.me.topics)
+        self._topics = sorted(subscribers, key=lambda t: (-subscribers[t], t))
         number = self._number = {t: k for k, t in enumerate(self._topics)}
+        by_name = {t: k for k, t in enumerate(sorted(subscribers))}
         link, words = self._link()
         engine = self.engine = overlaylab_native.PolderEngine(
             max(nodes) + 1, len(self._topics),
@@ -406,7 +409,7 @@ class NativePolderCast(_Loop):
             (vicinity.priority_mode == "max", rings.removal == "on_timeout", rings.selection == "nearest_first"),
             (some.config.fanout, tuple(name in SHORTCUT_LAYERS[some.config.shortcut_source] for name in (LAYER, VICINITY)),
              some.seen.capacity),
-            link, words, [codec.priority_topic_bytes(t) for t in self._topics])
+            link, words, [codec.priority_topic_bytes(t) for t in self._topics], [by_name[t] for t in self._topics])
         seen: dict[str, int] = {}
         for core in sim.nodes.values():
             seen.update((e, len(seen)) for e in core.seen._seen if e not in seen)

@@ -182,3 +182,20 @@ def _published(run_dir) -> int:
 
     names = pq.read_table(run_dir / "traces" / "spans.parquet", columns=["name"]).column("name").to_pylist()
     return names.count("publish")
+
+
+def test_snapshot_lines_are_the_json_of_the_snapshot_rows():
+    from controller.rundir import SnapshotLines, snapshot_rows
+    from node.core.types import LayerSnapshot, NodeSnapshot
+
+    def expected(snap, t_ns, gossip_ns=None):
+        return "".join(json.dumps(r, sort_keys=True) + "\n" for r in snapshot_rows(snap, t_ns, gossip_ns))
+
+    lines = SnapshotLines()
+    snap = NodeSnapshot(7, ["b\u00e9", 'q"t', "z"], [
+        LayerSnapshot("cyclon", [3, 1]), LayerSnapshot("rings", []),
+        LayerSnapshot("rings.succ", [], {"z": [4], "b\u00e9": [9, 2]})])
+    assert lines.lines(snap, 10**9, 5) == expected(snap, 10**9, 5)
+    assert lines.lines(snap, 2 * 10**9) == expected(snap, 2 * 10**9)  # the topics' text reused
+    moved = NodeSnapshot(7, ["a"], [LayerSnapshot("vicinity", [1])])
+    assert lines.lines(moved, 3) == expected(moved, 3)  # and made again when they change

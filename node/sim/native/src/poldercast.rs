@@ -7,7 +7,7 @@
 //! held, never what is drawn or in which order:
 //! - a node's topics never change here (the hand-over refuses a run where they could), so a
 //!   descriptor is a node id, an age and a shared `Profile` (the node's topic priorities);
-//! - topics are numbered in their sorted order, so Python's `sorted(holes)` is a sort of numbers;
+//! - topics are numbers (the most subscribed first), and `sorted(holes)` sorts by their names' order;
 //! - RINGS's priorities are kept per topic: the order of a profile's priorities, which Python
 //!   builds in set order, is never observed (sizes and ranks are sums and maxima over them);
 //! - views are vectors in dict order with Python's rules (a deleted key leaves its place, a new
@@ -149,6 +149,10 @@ impl Marks {
     }
 }
 
+/// Ranking keys by candidate node (0: no shared topic).
+type Keys = HashMap<u32, u64, BuildHasherDefault<IdHasher>>;
+const MAX_OWN_KEYS: usize = 4096;
+
 struct Pending<K> {
     partner: u32,
     deadline: f64,
@@ -217,6 +221,8 @@ struct Node {
     seen: VecDeque<u32>,
     seen_set: HashSet<u32, BuildHasherDefault<IdHasher>>,
     published: u64,
+    /// VICINITY's ranking keys of candidates for the node's own profile (`Vicinity._keys_for_me`).
+    own_keys: Option<(Rc<Profile>, Keys)>,
     stats: Vec<(u8, u64)>,
 }
 
@@ -287,6 +293,10 @@ pub(crate) struct PolderEngine {
     bits: Vec<Vec<u64>>,
     base_size: Vec<u64>,
     topic_bytes: Vec<u64>,
+    /// Per topic number, the topic's place in the topics' sorted order (numbers go by
+    /// popularity, so that most tests of a light subscriber's topics fall in the first words of
+    /// a heavy subscriber's bitset).
+    topic_rank: Vec<u32>,
     rid: Vec<u64>,
     link_delay_ms: f64,
     link_jitter_ms: f64,
@@ -437,8 +447,10 @@ impl PolderEngine {
 
     /// `vicinity.rank`: the k candidates best for the target (node `tid` with `prof`'s
     /// priorities): highest priority of a shared topic (max or sum), then most shared topics,
-    /// then at random (whole groups shuffled, the group that does not fit sampled).
-    fn rank(&mut self, i: u32, tid: u32, prof: &Profile, candidates: &[Entry], k: usize) -> Vec<Entry> {
+    /// then at random (whole groups shuffled, the group that does not fit sampled). `keys`: each
+    /// candidate's key for this target, kept by a caller that ranks for it again.
+    #[allow(clippy::too_many_arguments)]
+    fn rank(&mut self, i: u32, tid: u32, prof: &Profile, candidates: &[Entry], k: usize, mut keys: Option<&mut Keys>) -> Vec<Entry> {
         let marks = &mut self.topic_marks;
         marks.reset();
         for &(t, p) in &prof.prio {
@@ -453,6 +465,12 @@ impl PolderEngine {
         let mut keyed: Vec<(u64, u32)> = Vec::with_capacity(candidates.len());
         for (ix, c) in candidates.iter().enumerate() {
             if c.id == tid {
+                continue;
+            }
+            if let Some(key) = keys.as_ref().and_then(|keys| keys.get(&c.id)) {
+                if *key > 0 {
+                    keyed.push((*key, ix as u32));
+                }
                 continue;
             }
             let (ct, cb) = (&self.topics[c.id as usize], &self.bits[c.id as usize]);
@@ -490,11 +508,15 @@ impl PolderEngine {
                     tt.iter().filter(|&&t| has_bit(cb, t)).for_each(|&t| shared(t));
                 }
             }
-            if n > 0 {
-                keyed.push(((first << 32) | n, ix as u32));
+            let key = if n > 0 { (first << 32) | n } else { 0 };
+            if let Some(keys) = keys.as_mut() {
+                keys.insert(c.id, key);
+            }
+            if key > 0 {
+                keyed.push((key, ix as u32));
             }
         }
-        keyed.sort_by_key(|&(key, _)| std::cmp::Reverse(key));
+        keyed.sort_unstable_by_key(|&(key, ix)| (std::cmp::Reverse(key), ix)); // ix: candidate order in a group
         let rng = &mut self.nodes[i as usize].as_mut().expect("a node the engine does not hold").rng;
         let mut best: Vec<Entry> = Vec::with_capacity(k);
         let (mut group, mut drawn, mut pool) = (Vec::new(), Vec::new(), Vec::new());
@@ -655,7 +677,7 @@ impl PolderEngine {
             return;
         };
         let union = self.union(i, None);
-        let entries = self.rank(i, q.id, &q.prof, &union, self.cfg.vic_gossip);
+        let entries = self.rank(i, q.id, &q.prof, &union, self.cfg.vic_gossip, None);
         let deadline = self.now + self.cfg.timeout[VIC];
         expect(&mut self.node(i).vic_pending, q.id, deadline, ());
         self.send(i, q.id, VIC, false, entries);
@@ -679,8 +701,14 @@ impl PolderEngine {
             }
         }
         pool.retain(|d| d.id != i);
-        let me = self.nd(i).me.clone();
-        let ranked = self.rank(i, i, &me, &pool, self.cfg.vic_view);
+        let node = self.node(i);
+        let me = node.me.clone();
+        let mut keys = match node.own_keys.take() {
+            Some((of, keys)) if Rc::ptr_eq(&of, &me) && keys.len() < MAX_OWN_KEYS => keys,
+            _ => Keys::default(),
+        };
+        let ranked = self.rank(i, i, &me, &pool, self.cfg.vic_view, Some(&mut keys));
+        self.node(i).own_keys = Some((me, keys));
         let node = self.node(i);
         let view: Vec<Entry> = ranked
             .into_iter()
@@ -710,7 +738,7 @@ impl PolderEngine {
         self.vic_merge(dst, &sender, &entries);
         let mut candidates = self.union(dst, None);
         candidates.retain(|d| !entries.iter().any(|e| e.id == d.id));
-        let answer = self.rank(dst, sender.id, &sender.prof, &candidates, self.cfg.vic_gossip);
+        let answer = self.rank(dst, sender.id, &sender.prof, &candidates, self.cfg.vic_gossip, None);
         self.send(dst, src, VIC, true, answer);
     }
 
@@ -945,10 +973,12 @@ impl PolderEngine {
                 }
             }
         }
-        let node = self.node(i);
+        let node = self.nodes[i as usize].as_mut().expect("a node the engine does not hold");
         let mut holes = std::mem::take(&mut node.holes);
         holes.sort_unstable();
         holes.dedup();
+        let by_name = &self.topic_rank;
+        holes.sort_unstable_by_key(|&t| by_name[t as usize]); // Python's sorted(holes)
         let seen = std::mem::replace(&mut node.considered, newcomers.iter().map(|d| d.id).collect());
         for &t in &holes {
             let p = self.pos(i, t);
@@ -1297,9 +1327,12 @@ impl PolderEngine {
         nodes: usize, topics: usize, sizes: (usize, usize, usize, usize, usize, usize), refill: bool,
         period: [f64; 3], timeout: [f64; 3], layer_bytes: [u64; 3], modes: (bool, bool, bool),
         ringcast: (usize, (bool, bool), usize), link: (f64, f64, f64, bool), link_rng: Vec<u64>, topic_bytes: Vec<u64>,
+        topic_rank: Vec<u32>,
     ) -> PyResult<PolderEngine> {
         let (cyc_view, cyc_shuffle, vic_view, vic_gossip, ring_size, ring_gossip) = sizes;
-        if cyc_shuffle < 1 || cyc_shuffle > cyc_view || ring_size < 2 || ring_size % 2 == 1 || topic_bytes.len() != topics {
+        if cyc_shuffle < 1 || cyc_shuffle > cyc_view || ring_size < 2 || ring_size % 2 == 1 || topic_bytes.len() != topics
+            || topic_rank.len() != topics
+        {
             return Err(PyValueError::new_err("an invalid PolderCast config"));
         }
         let (max_mode, removal_on_timeout, nearest_first) = modes;
@@ -1312,7 +1345,7 @@ impl PolderEngine {
                 cyc_view, cyc_shuffle, refill, vic_view, vic_gossip, ring_size, ring_gossip, period, timeout,
                 layer_bytes, max_mode, removal_on_timeout, nearest_first, fanout, shortcuts, seen_capacity,
             },
-            topics: vec![Vec::new(); nodes], bits: vec![Vec::new(); nodes], base_size: vec![0; nodes], topic_bytes,
+            topics: vec![Vec::new(); nodes], bits: vec![Vec::new(); nodes], base_size: vec![0; nodes], topic_bytes, topic_rank,
             rid: vec![0; nodes], link_delay_ms: link.0, link_jitter_ms: link.1, link_loss: link.2,
             link_partitioned: link.3, link_rng: Mt::from_state(&link_rng)?, nodes: (0..nodes).map(|_| None).collect(),
             queue: BinaryHeap::new(), msgs: Vec::new(), free_msgs: Vec::new(), now: 0.0, steps: 0, seq: 0,
@@ -1366,6 +1399,7 @@ impl PolderEngine {
             pred: vec![Vec::new(); n], holes, prio: vec![0; n], considered,
             ring_pending: ring_pending.into_iter().map(|(partner, deadline, kept)| Pending { partner, deadline, kept }).collect(),
             seen_set: events.0.iter().copied().collect(), seen: events.0.into(), published: events.1,
+            own_keys: None,
             stats: Vec::new(),
         };
         for d in self.entries_in(ring_view)? {
