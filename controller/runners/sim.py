@@ -155,8 +155,7 @@ class _SimRun:
         """Every alive node's views, at virtual time and at gossip time (frozen rounds out)."""
         sim = self.sim
         at, gossip_at = ns(sim.now), ns(sim.now - sim.frozen_s)
-        encode = self.snapshot_lines.lines
-        self.snapshots.write_text("".join(encode(sim.snapshot(i), at, gossip_at) for i in sorted(self.alive)))
+        self.snapshots.write_text(sim.snapshot_text(sorted(self.alive), at, gossip_at, self.snapshot_lines.lines))
 
     def settled_snapshot(self) -> None:
         """A snapshot once the exchanges in flight have finished (timers held), so a partner

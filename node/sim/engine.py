@@ -262,6 +262,14 @@ class Simulation:
             return self._native.snapshot(node_id)
         return self.nodes[node_id].snapshot()
 
+    def snapshot_text(self, nodes: list[int], t_ns: int, gossip_ns: int,
+                      encode: Callable[[NodeSnapshot, int, int], str]) -> str:
+        """The snapshots of ``nodes`` as text: ``encode`` of each (a row per layer), or the same
+        lines written by the compiled PolderCast loop (``controller.rundir.SnapshotLines``)."""
+        if isinstance(self._native, native.NativePolderCast):
+            return self._native.snapshot_text(nodes, t_ns, gossip_ns)
+        return "".join(encode(self.snapshot(i), t_ns, gossip_ns) for i in nodes)
+
     def sync(self) -> None:
         """Hand a run in the compiled loop back to the Python cores (before anything reads or
         changes them; the methods here call it themselves)."""

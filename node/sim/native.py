@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import json
 import random
 from collections import Counter, OrderedDict
 from collections.abc import Callable
@@ -453,6 +454,8 @@ class NativePolderCast(_Loop):
         sim._queue.clear()
         self._handed.clear()
         engine.forget_handed_in()
+        engine.set_json([json.dumps(name) for name in (*POLDERCAST_LAYERS, f"{RINGS}.succ", f"{RINGS}.pred")],
+                        [json.dumps(t) for t in self._topics])
         engine.set_clock(sim.now, sim.steps, sim._seq, sim.frozen_s, sim._span_seq)
 
     def publish(self, i: int, topic: str, payload: bytes) -> None:
@@ -476,6 +479,10 @@ class NativePolderCast(_Loop):
                 "publish" if publish else "receive", round(at * 1e9), node, src - 1 if src else None,
                 e.event_id, e.topic, hops, first, subscriber)
         sim._span_seq = self.engine.span_seq
+
+    def snapshot_text(self, nodes: list[int], t_ns: int, gossip_ns: int) -> str:
+        """The snapshot rows of ``nodes`` as JSON lines, written in the loop."""
+        return self.engine.snapshot_text(nodes, t_ns, gossip_ns)
 
     def snapshot(self, i: int) -> NodeSnapshot:
         core, topics = self.sim.nodes[i], self._topics
