@@ -181,7 +181,7 @@ bench-peers: setup
 	$(PY) bench/peers.py
 
 bench-poldercast: setup
-	$(PY) bench/poldercast.py
+	$(PY) bench/poldercast.py $(if $(BASELINE_FULL),--baseline-full)
 
 bench-spark: setup
 	$(PY) bench/spark.py

@@ -219,6 +219,68 @@ impl Ord for Due {
     }
 }
 
+/// What an engine's event loop is made of: the heap and the clocks it keeps as Python's
+/// `Simulation` does, and what it does with a due timer or message.
+pub(crate) trait EventLoop {
+    fn heap(&mut self) -> &mut BinaryHeap<Due>;
+    /// (now, steps, frozen_s)
+    fn clocks(&mut self) -> (&mut f64, &mut u64, &mut f64);
+    /// A timer (`data`: the engine's numbering) due at `at`: its tick, if it is still armed.
+    fn timer(&mut self, data: u64, at: f64);
+    /// A message (`data`: its slot) due now.
+    fn deliver(&mut self, data: u64);
+    /// `settle` held a timer armed for `at`: it is now armed for `at + shift`.
+    fn shift_timer(&mut self, data: u64, at: f64, shift: f64);
+}
+
+/// `Simulation.run_until`, up to the first scheduled call due: returns its handle (the caller
+/// runs it, then calls again), or None once every entry due by `t_end` is done.
+pub(crate) fn run_until(l: &mut impl EventLoop, t_end: f64, max_steps: u64) -> PyResult<Option<u64>> {
+    while let Some(&due) = l.heap().peek() {
+        if due.at > t_end {
+            break;
+        }
+        let (now, steps, _) = l.clocks();
+        if *steps >= max_steps {
+            return Err(PyValueError::new_err(format!("simulation exceeded {} steps at t={:.3}s", max_steps, now)));
+        }
+        (*steps, *now) = (*steps + 1, due.at);
+        l.heap().pop();
+        match due.kind {
+            TIMER => l.timer(due.data, due.at),
+            MSG => l.deliver(due.data),
+            _ => return Ok(Some(due.data)),
+        }
+    }
+    let (now, _, _) = l.clocks();
+    if t_end > *now {
+        *now = t_end;
+    }
+    Ok(None)
+}
+
+/// `Simulation.run_frozen` with nothing to call: the messages in flight, and those they cause,
+/// delivered to completion; timers and calls then resume, shifted.
+pub(crate) fn settle(l: &mut impl EventLoop) {
+    let (messages, held): (Vec<Due>, Vec<Due>) = l.heap().drain().partition(|d| d.kind == MSG);
+    l.heap().extend(messages);
+    let start = *l.clocks().0;
+    while let Some(due) = l.heap().pop() {
+        let (now, steps, _) = l.clocks();
+        (*steps, *now) = (*steps + 1, due.at);
+        l.deliver(due.data);
+    }
+    let (now, _, frozen_s) = l.clocks();
+    let shift = *now - start;
+    *frozen_s += shift;
+    for due in held {
+        if due.kind == TIMER {
+            l.shift_timer(due.data, due.at, shift);
+        }
+        l.heap().push(Due { at: due.at + shift, ..due });
+    }
+}
+
 /// The CYCLON overlay of a whole simulation. See `node/sim/native.py` for its use.
 #[pyclass(module = "overlaylab_native")]
 struct Engine {
@@ -459,24 +521,34 @@ impl Engine {
         }
     }
 
-    fn step(&mut self, due: Due) -> Option<u64> {
-        self.steps += 1;
-        self.now = due.at;
-        match due.kind {
-            TIMER => {
-                let i = due.data as u32;
-                let node = self.node(i);
-                if node.timer == Some(due.at) && node.alive {
-                    node.timer = None;
-                    self.tick(i);
-                }
-                None
-            }
-            MSG => {
-                self.deliver(due.data as usize);
-                None
-            }
-            _ => Some(due.data),
+}
+
+impl EventLoop for Engine {
+    fn heap(&mut self) -> &mut BinaryHeap<Due> {
+        &mut self.queue
+    }
+
+    fn clocks(&mut self) -> (&mut f64, &mut u64, &mut f64) {
+        (&mut self.now, &mut self.steps, &mut self.frozen_s)
+    }
+
+    fn timer(&mut self, data: u64, at: f64) {
+        let i = data as u32;
+        let node = self.node(i);
+        if node.timer == Some(at) && node.alive {
+            node.timer = None;
+            self.tick(i);
+        }
+    }
+
+    fn deliver(&mut self, data: u64) {
+        Engine::deliver(self, data as usize);
+    }
+
+    fn shift_timer(&mut self, data: u64, at: f64, shift: f64) {
+        let node = self.node(data as u32);
+        if node.timer == Some(at) {
+            node.timer = Some(at + shift);
         }
     }
 }
@@ -565,49 +637,12 @@ impl Engine {
         self.seq
     }
 
-    /// `Simulation.run_until`, up to the first scheduled call due: returns its handle (the
-    /// caller runs it, then calls again), or None once every entry due by `t_end` is done.
     fn run_until(&mut self, t_end: f64, max_steps: u64) -> PyResult<Option<u64>> {
-        while let Some(&due) = self.queue.peek() {
-            if due.at > t_end {
-                break;
-            }
-            if self.steps >= max_steps {
-                return Err(PyValueError::new_err(format!("simulation exceeded {} steps at t={:.3}s", max_steps, self.now)));
-            }
-            self.queue.pop();
-            if let Some(handle) = self.step(due) {
-                return Ok(Some(handle));
-            }
-        }
-        if t_end > self.now {
-            self.now = t_end;
-        }
-        Ok(None)
+        run_until(self, t_end, max_steps)
     }
 
-    /// `Simulation.run_frozen` with nothing to call: the messages in flight, and those they
-    /// cause, delivered to completion; timers and calls then resume, shifted.
     fn settle(&mut self) {
-        let (messages, held): (Vec<Due>, Vec<Due>) = self.queue.drain().partition(|d| d.kind == MSG);
-        self.queue.extend(messages);
-        let start = self.now;
-        while let Some(due) = self.queue.pop() {
-            self.steps += 1;
-            self.now = due.at;
-            self.deliver(due.data as usize);
-        }
-        let shift = self.now - start;
-        self.frozen_s += shift;
-        for due in held {
-            if due.kind == TIMER {
-                let node = self.node(due.data as u32);
-                if node.timer == Some(due.at) {
-                    node.timer = Some(due.at + shift);
-                }
-            }
-            self.queue.push(Due { at: due.at + shift, ..due });
-        }
+        settle(self)
     }
 
     /// Node `i`'s CYCLON view, node ids in view order (a snapshot).

@@ -14,7 +14,7 @@
 //!   one goes last, an update stays put); the RINGS view, thousands of entries for a heavy
 //!   subscriber, is an ordered map.
 
-use crate::{varint_len, Due, Mt, CALL, MSG, TIMER};
+use crate::{run_until, settle, varint_len, Due, EventLoop, Mt, CALL, MSG, TIMER};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
@@ -1244,42 +1244,6 @@ impl PolderEngine {
         }
     }
 
-    fn step(&mut self, due: Due) -> Option<u64> {
-        self.steps += 1;
-        self.now = due.at;
-        match due.kind {
-            TIMER => {
-                let (i, layer) = ((due.data / 3) as u32, (due.data % 3) as usize);
-                let node = self.node(i);
-                if node.timers[layer] == Some(due.at) && node.alive {
-                    node.timers[layer] = None;
-                    match layer {
-                        CYC => {
-                            let now = self.now;
-                            self.node(i).cyc_pending.retain(|p| p.deadline > now);
-                            self.cyc_tick(i)
-                        }
-                        VIC => {
-                            let now = self.now;
-                            self.node(i).vic_pending.retain(|p| p.deadline > now);
-                            self.vic_tick(i)
-                        }
-                        _ => self.ring_tick(i),
-                    }
-                    let at = self.now + self.cfg.period[layer];
-                    self.node(i).timers[layer] = Some(at);
-                    self.push(at, TIMER, due.data);
-                }
-                None
-            }
-            MSG => {
-                self.deliver(due.data as usize);
-                None
-            }
-            _ => Some(due.data),
-        }
-    }
-
     fn handle(&mut self, p: &Rc<Profile>) -> u32 {
         let key = Rc::as_ptr(p);
         if let Some(&h) = self.handed_out.get(&key) {
@@ -1302,6 +1266,52 @@ impl PolderEngine {
 
     fn entries_out(&mut self, list: &[Entry]) -> Vec<(u32, u32)> {
         list.iter().map(|d| (self.handle(&d.prof), d.age)).collect()
+    }
+}
+
+impl EventLoop for PolderEngine {
+    fn heap(&mut self) -> &mut BinaryHeap<Due> {
+        &mut self.queue
+    }
+
+    fn clocks(&mut self) -> (&mut f64, &mut u64, &mut f64) {
+        (&mut self.now, &mut self.steps, &mut self.frozen_s)
+    }
+
+    /// `Stack.on_timer`: the layer's tick (pending replies past their deadline first), re-armed.
+    fn timer(&mut self, data: u64, at: f64) {
+        let (i, layer) = ((data / 3) as u32, (data % 3) as usize);
+        let now = self.now;
+        let node = self.node(i);
+        if node.timers[layer] != Some(at) || !node.alive {
+            return;
+        }
+        node.timers[layer] = None;
+        match layer {
+            CYC => {
+                node.cyc_pending.retain(|p| p.deadline > now);
+                self.cyc_tick(i)
+            }
+            VIC => {
+                node.vic_pending.retain(|p| p.deadline > now);
+                self.vic_tick(i)
+            }
+            _ => self.ring_tick(i),
+        }
+        let next = now + self.cfg.period[layer];
+        self.node(i).timers[layer] = Some(next);
+        self.push(next, TIMER, data);
+    }
+
+    fn deliver(&mut self, data: u64) {
+        PolderEngine::deliver(self, data as usize);
+    }
+
+    fn shift_timer(&mut self, data: u64, at: f64, shift: f64) {
+        let timer = &mut self.node((data / 3) as u32).timers[(data % 3) as usize];
+        if *timer == Some(at) {
+            *timer = Some(at + shift);
+        }
     }
 }
 
@@ -1488,67 +1498,12 @@ impl PolderEngine {
         self.seq
     }
 
-    /// `Simulation.run_until`, up to the first scheduled call due: returns its handle (the
-    /// caller runs it, then calls again), or None once every entry due by `t_end` is done.
     fn run_until(&mut self, t_end: f64, max_steps: u64) -> PyResult<Option<u64>> {
-        while let Some(&due) = self.queue.peek() {
-            if due.at > t_end {
-                break;
-            }
-            if self.steps >= max_steps {
-                return Err(PyValueError::new_err(format!("simulation exceeded {} steps at t={:.3}s", max_steps, self.now)));
-            }
-            self.queue.pop();
-            if let Some(handle) = self.step(due) {
-                return Ok(Some(handle));
-            }
-        }
-        if t_end > self.now {
-            self.now = t_end;
-        }
-        Ok(None)
+        run_until(self, t_end, max_steps)
     }
 
-    /// `Simulation.run_frozen` with nothing to call: the messages in flight, and those they
-    /// cause, delivered to completion; timers and calls then resume, shifted.
     fn settle(&mut self) {
-        let (messages, held): (Vec<Due>, Vec<Due>) = self.queue.drain().partition(|d| d.kind == MSG);
-        self.queue.extend(messages);
-        let start = self.now;
-        while let Some(due) = self.queue.pop() {
-            self.steps += 1;
-            self.now = due.at;
-            self.deliver(due.data as usize);
-        }
-        let shift = self.now - start;
-        self.frozen_s += shift;
-        for due in held {
-            if due.kind == TIMER {
-                let node = self.node((due.data / 3) as u32);
-                let timer = &mut node.timers[(due.data % 3) as usize];
-                if *timer == Some(due.at) {
-                    *timer = Some(due.at + shift);
-                }
-            }
-            self.queue.push(Due { at: due.at + shift, ..due });
-        }
-    }
-
-    /// Node `i`'s views for a snapshot: CYCLON, VICINITY and RINGS ids in view order, and
-    /// RINGS's non-empty succ and pred slots as (topic, ids) in dict order.
-    #[allow(clippy::type_complexity)]
-    fn snapshot(&self, i: usize) -> (Vec<u32>, Vec<u32>, Vec<u32>, Vec<(u32, Vec<u32>)>, Vec<(u32, Vec<u32>)>) {
-        let node = self.nodes[i].as_ref().expect("a node the engine does not hold");
-        let side = |slots: &Vec<Vec<u32>>| -> Vec<(u32, Vec<u32>)> {
-            node.order.iter().filter(|&&p| !slots[p as usize].is_empty()).map(|&p| (self.topics[i][p as usize], slots[p as usize].clone())).collect()
-        };
-        (
-            node.cyc_view.iter().map(|d| d.id).collect(),
-            node.vic_view.iter().map(|d| d.id).collect(),
-            node.ring_view.iter().map(|d| d.id).collect(),
-            side(&node.succ),
-            side(&node.pred),
-        )
+        settle(self)
     }
 
     /// The snapshot rows of `nodes` as the JSON lines `controller.rundir.SnapshotLines` writes
