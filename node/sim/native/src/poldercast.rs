@@ -1,12 +1,14 @@
-//! The simulator's PolderCast overlay loop, compiled: `node/sim/engine.py`'s event loop carrying
-//! a `node/core/poldercast.py` stack (CYCLON, VICINITY and RINGS, each with its own timer) on
-//! every node, step for step, byte-identical to the Python cores (`node/sim/native.py` hands the
-//! state over and back; tests/unit/test_native.py compares the two on the same seeds).
+//! The simulator's PolderCast loop, compiled: `node/sim/engine.py`'s event loop carrying a
+//! `node/core/poldercast.py` stack (CYCLON, VICINITY and RINGS, each with its own timer, and
+//! RingCast: publications, deliveries and their span records) on every node, step for step,
+//! byte-identical to the Python cores (`node/sim/native.py` hands the state over and back;
+//! tests/unit/test_native.py compares the two on the same seeds).
 //!
 //! It follows the Python code line by line; what it does differently is only how values are
 //! held, never what is drawn or in which order:
-//! - a node's topics never change here (the hand-over refuses a run where they could), so a
-//!   descriptor is a node id, an age and a shared `Profile` (the node's topic priorities);
+//! - a node's topics never change here (the hand-over refuses a descriptor whose topics are not
+//!   its node's), so a descriptor is a node id, an age and a shared `Profile` (the node's topic
+//!   priorities);
 //! - topics are numbers (the most subscribed first), and `sorted(holes)` sorts by their names' order;
 //! - RINGS's priorities are kept per topic: the order of a profile's priorities, which Python
 //!   builds in set order, is never observed (sizes and ranks are sums and maxima over them);
