@@ -179,3 +179,25 @@ def test_without_the_extension_auto_runs_the_python_loop(tmp_path, monkeypatch):
     assert meta["sim_native_steps"] == 0 and meta["sim_steps"] > 1000
     with pytest.raises(RuntimeError, match="not built"):
         run(tmp_path / "again", "native")
+
+
+@compiled
+def test_poldercast_variants_forked_after_the_warm_up_are_the_python_ones(tmp_path):
+    """E3's shortcut: the warm-up once, then a forked child per variant, each taking the run into
+    the loop again with its own fanout: every variant's files are the same."""
+    sections = {**POLDERCAST, "nodes": {"count": 120, "bootstrap_contacts": 20},
+                "publications": {**POLDERCAST["publications"], "rounds": 2}}
+    digests = {}
+    for engine in ("python", "native"):
+        exp = parse_experiment({"name": "t", "seed": 5, "backend": "sim", **sections,
+                                "sim": {"wire_codec": False, "engine": engine, "parallel_variants": 1,
+                                        "variants": [{"fanout": 2, "shortcut_source": "cyclon"}, {"fanout": 3}]}})
+        rd = RunDir.create(exp, tmp_path / engine)
+        SimRunner().run(exp, rd)
+        variants = sorted((rd.path / "variants").iterdir())
+        assert len(variants) == 2
+        digests[engine] = {(v.name, name): hashlib.sha256((v / name).read_bytes()).hexdigest()
+                           for v in variants for name in OUTPUTS}
+        steps = [json.loads((v / "run.json").read_text()) for v in variants]
+    assert digests["native"] == digests["python"]
+    assert all(m["sim_native_steps"] == m["sim_steps"] for m in steps)  # the native run's, the last
