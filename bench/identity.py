@@ -36,6 +36,13 @@ CASES = {
     "poldercast-e1-2000-10-rounds": ["experiments/poldercast-e1-convergence.yaml", "--set", "nodes.count=2000",
                                      "--set", "publications.rounds=10"],
     "poldercast-e1-10000-6-rounds": ["experiments/poldercast-e1-convergence.yaml", "--set", "publications.rounds=6"],
+    "stan-churn-100": ["experiments/stan-churn.yaml"],
+    "spidercast-churn-300": ["experiments/spidercast-churn.yaml", "--set", "nodes.count=300"],
+    "spidercast-degree-500": ["experiments/spidercast-degree.yaml", "--set", "nodes.count=500"],
+    "dps-table1-1000": ["experiments/dps-table1.yaml", "--set", "nodes.count=1000", "--set", "publications.count=200"],
+    "dps-crashes-300": ["experiments/dps-crashes.yaml", "--set", "nodes.count=300", "--set", "publications.count=60"],
+    "static-gossip-scalefree": ["experiments/gossip-scalefree.yaml"],
+    "poldercast-e5-churn-500": ["experiments/poldercast-e5-churn.yaml", "--set", "nodes.count=500"],
 }
 FILES = ("traces/spans.parquet", "snapshots.jsonl", "timeline.jsonl", "stats.jsonl")
 CHECKED_RUN = """
