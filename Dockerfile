@@ -30,7 +30,7 @@ COPY analysis analysis
 COPY loadgen loadgen
 COPY experiments experiments
 # The code runs from /app (PYTHONPATH); `overlaylab` is the CLI, as on the host.
-RUN printf '#!/bin/sh\nexec python -m controller.cli "$@"\n' > /opt/venv/bin/overlaylab && chmod +x /opt/venv/bin/overlaylab \
+RUN printf '#!/bin/sh\nexec python -m controller.cli.main "$@"\n' > /opt/venv/bin/overlaylab && chmod +x /opt/venv/bin/overlaylab \
  && useradd --uid 10001 --create-home overlaylab
 USER 10001
 ENTRYPOINT ["overlaylab"]

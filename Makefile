@@ -103,7 +103,7 @@ $(PSA_CHECK): k8s/psa/main.go k8s/psa/go.mod k8s/psa/go.sum
 	cd k8s/psa && CGO_ENABLED=0 go build -trimpath -o ../../$(PSA_CHECK) .
 
 chart-schema: setup
-	$(PY) -c 'from controller.helm import write_values_schema; write_values_schema()'
+	$(PY) -c 'from controller.backends.helm import write_values_schema; write_values_schema()'
 
 chart-render: setup $(HELM)
 	$(PY) -m tests.chart.render --write

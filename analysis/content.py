@@ -1,7 +1,7 @@
 """Content-based runs (``workload.model: content``): which events each node's filters match.
 
 A content run's subscriptions are filters and its events attribute maps, both as topic strings
-(node/core/content.py: ``?price>=10&symbol*='a'``, ``?price=42&symbol='acgtacg'``), so the topic
+(node/protocols/dps/content.py: ``?price>=10&symbol*='a'``, ``?price=42&symbol='acgtacg'``), so the topic
 join that finds an event's expected receivers does not apply. ``matching_subscriptions`` turns
 them into the table that join expects: per node, the event strings its filters match. The
 match is a Spark join of predicate rows with attribute rows on (attribute, type), each predicate

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import re
 
-# The text form (node/core/content.py documents it), read here on its own so that the analysis
+# The text form (node/protocols/dps/content.py documents it), read here on its own so that the analysis
 # stays a second route: ``?name op value&...``; ops = < > <= >= ^= (prefix) $= (suffix) *=
 # (substring) and ``name?type`` (any); strings quoted with ', ints and floats as Python writes them.
 _PART = re.compile(r"^([A-Za-z_][\w.-]*)(<=|>=|\^=|\$=|\*=|=|<|>|\?)(.*)$")

@@ -52,7 +52,7 @@ import controller, node
 tree = Path(sys.argv.pop(1)).resolve()
 for m in (controller, node):  # the code that runs must be the tree's own
     assert Path(m.__file__).resolve().is_relative_to(tree), (m.__file__, tree)
-from controller.cli import main
+from controller.cli.main import main
 sys.argv[0] = "overlaylab"
 main(["run", *sys.argv[1:]])
 """

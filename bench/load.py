@@ -115,7 +115,7 @@ def step(rate: int, transport: str, tmp: Path, tag: str = "") -> dict:
     """One run at ``rate`` over ``transport`` (in a folder of its own under ``tmp``), printed."""
     out = tmp / f"{transport}-{rate}{tag}"
     out.mkdir()
-    cmd = [sys.executable, "-m", "controller.cli", "run", str(ROOT / "experiments" / "load-64-peers.yaml"),
+    cmd = [sys.executable, "-m", "controller.cli.main", "run", str(ROOT / "experiments" / "load-64-peers.yaml"),
            "--out", str(out), "--set", f"publications.rate_per_s={rate}", "--set", f"publications.count={rate * 10}",
            "--set", f"transport.mode={transport}"]
     for o in OVERRIDES:

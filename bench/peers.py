@@ -52,7 +52,7 @@ def peer_rss(root: psutil.Process) -> tuple[int, int]:
 
 
 def case(peers: int, per_process: int, drain_s: float, out: Path) -> dict:
-    cmd = [sys.executable, "-m", "controller.cli", "run", EXPERIMENT, "--out", str(out),
+    cmd = [sys.executable, "-m", "controller.cli.main", "run", EXPERIMENT, "--out", str(out),
            "--set", f"nodes.count={peers}", "--set", f"nodes.peers_per_process={per_process}",
            "--set", "transport.mode=stream", "--set", f"transport.queue_messages={QUEUE}",
            "--set", f"transport.deadline_ms={DEADLINE_MS}", "--set", f"phases.drain_s={drain_s}"]

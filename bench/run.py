@@ -45,7 +45,7 @@ def header(benchmark: str, experiment: str) -> dict:
 
 
 def sim_run(nodes: int, out: Path, extra: list[str]) -> dict:
-    cmd = [sys.executable, "-m", "controller.cli", "run", str(EXPERIMENT), "--backend", "sim", "--out", str(out),
+    cmd = [sys.executable, "-m", "controller.cli.main", "run", str(EXPERIMENT), "--backend", "sim", "--out", str(out),
            "--set", f"nodes.count={nodes}", "--no-analyze", *extra]
     r = timed(cmd)
     r.pop("stdout")
@@ -65,7 +65,7 @@ def main() -> None:
             out.mkdir()
             results[nodes] = sim_run(nodes, out, [])
             print(f"sim {nodes} peers: {results[nodes]['wall_s']} s, {results[nodes]['peak_rss_mib']} MiB", flush=True)
-        analysis = timed([sys.executable, "-m", "controller.cli", "analyze", results[10000]["run_dir"]])
+        analysis = timed([sys.executable, "-m", "controller.cli.main", "analyze", results[10000]["run_dir"]])
         analysis.pop("stdout")
         summary_10k = json.loads((Path(results[10000]["run_dir"]) / "summary.json").read_text())
         print(f"analysis of the 10K run: {analysis['wall_s']} s", flush=True)

@@ -28,8 +28,8 @@ from opentelemetry.exporter.otlp.json.file import FileSpanExporter
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from node.core.types import EventMsg
-from node.interpret import SpanRecord
+from node.kit.interpret import SpanRecord
+from node.kit.types import EventMsg
 from node.transport.shell import span_attributes
 from node.transport.telemetry import PeerTelemetry, remote_parent
 

@@ -52,13 +52,13 @@ def analyse(spans: int, tmp: Path, crosscheck: bool) -> dict:
     rd = write_synthetic_run(tmp / f"spans-{spans}", spans)
     generated = time.perf_counter() - start
     meta = json.loads((rd / "run.json").read_text())
-    r = timed_tree([sys.executable, "-m", "controller.cli", "analyze", str(rd)])
+    r = timed_tree([sys.executable, "-m", "controller.cli.main", "analyze", str(rd)])
     summary = json.loads((rd / "summary.json").read_text())
     r.update(spans=meta["spans"], events=summary["events"], generate_s=round(generated, 1),
              spans_per_s=round(meta["spans"] / r["wall_s"]), hit_ratio=summary["hit_ratio"],
              hops_mean=summary["hops"]["mean"], duplication=summary["duplication_factor"])
     if crosscheck:
-        check = subprocess.run([sys.executable, "-m", "controller.cli", "crosscheck", str(rd)], cwd=ROOT,
+        check = subprocess.run([sys.executable, "-m", "controller.cli.main", "crosscheck", str(rd)], cwd=ROOT,
                                capture_output=True, text=True)
         r["crosscheck"] = "agrees" if check.returncode == 0 else "DIFFERS"
     print(f"{meta['spans']:,} spans: {r['wall_s']} s, {r['peak_rss_mib']} MiB", flush=True)

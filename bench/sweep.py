@@ -25,7 +25,7 @@ def main() -> None:
     walls = {}
     with tempfile.TemporaryDirectory() as tmp:
         for parallel in (1, cores):
-            r = timed([sys.executable, "-m", "controller.cli", "sweep", EXPERIMENT, "--no-analyze",
+            r = timed([sys.executable, "-m", "controller.cli.main", "sweep", EXPERIMENT, "--no-analyze",
                        "--parallel", str(parallel), "--out", str(Path(tmp) / str(parallel))])
             [sweep_dir] = (Path(tmp) / str(parallel)).iterdir()
             record = json.loads((sweep_dir / "sweep.json").read_text())

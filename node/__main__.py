@@ -25,7 +25,7 @@ port if given; ``node/transport/host.py``). When all are up, the process prints 
 ``READY {"<node id>": [<peer port>, <control port>], ...}`` on stdout. SIGTERM or
 SIGINT stops the peers after flushing their traces.
 
-The peers run on :func:`node.timely.new_event_loop` (asyncio's loop, with timers that fire on
+The peers run on :func:`node.transport.timely.new_event_loop` (asyncio's loop, with timers that fire on
 time: emulated link delays are timers).
 
 Once the peers are up, the start-up heap (modules, the cores' initial state) is moved out of the
@@ -48,9 +48,9 @@ from pathlib import Path
 
 from pydantic import TypeAdapter
 
-from node import timely
-from node.core import protocol_config_class
-from node.plugins import load_plugins
+from node.kit import protocol_config_class
+from node.kit.plugins import load_plugins
+from node.transport import timely
 from node.transport.host import PeerHost
 from node.transport.security import Credentials
 from node.transport.settings import TransportSettings

@@ -1,5 +1,5 @@
 """DPS Table 1 shares of a content run recounted without Spark, from the plan's filters and the
-spans, and the contacted floor (controller/content_workloads.py) recounted predicate by predicate
+spans, and the contacted floor (controller/experiment/content_workloads.py) recounted predicate by predicate
 with analysis/filters.py: `python scripts/dps_recount.py RUN_DIR` (node ids 0..N-1, one filter
 per node)."""
 import json
@@ -10,8 +10,8 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from analysis import filters
-from controller.content_workloads import matching_matrix
-from node.core.content import parse_event, parse_filter
+from controller.experiment.content_workloads import matching_matrix
+from node.protocols.dps.content import parse_event, parse_filter
 
 rd = sys.argv[1]
 subs = {json.loads(l)["node"]: json.loads(l)["topics"][0] for l in open(rd + "/subscriptions.jsonl")}

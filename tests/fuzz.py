@@ -21,9 +21,9 @@ import atheris
 with atheris.instrument_imports():
     from pydantic import TypeAdapter
 
-    from node.core import create_protocol, protocol_config_class
-    from node.core.types import Descriptor, LocalProtocolError, RemoteProtocolError
-    from node.transport import codec
+    from node.kit import create_protocol, protocol_config_class
+    from node.kit.types import Descriptor, LocalProtocolError, RemoteProtocolError
+    from node.wire import codec
 
 CONTROL = sorted(codec.CONTROL_REQUESTS)
 PROTOCOLS = ("gossip", "poldercast")

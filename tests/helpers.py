@@ -13,15 +13,15 @@ import grpc
 import pytest
 import yaml
 
-from controller.cli import main
+from controller.cli.main import main
 from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc
-from node.core import create_protocol
-from node.core.cyclon import CyclonConfig
-from node.core.gossip import GossipConfig
-from node.core.types import Descriptor
-from node.links import LinkRule
+from node.kit import create_protocol
+from node.kit.links import LinkRule
+from node.kit.types import Descriptor
+from node.protocols.cyclon.layer import CyclonConfig
+from node.protocols.gossip.protocol import GossipConfig
 from node.sim import Simulation
-from node.transport import codec
+from node.wire import codec
 
 if TYPE_CHECKING:
     from node.transport.shell import PeerShell
@@ -62,7 +62,7 @@ def one_per_module(names: list[str]) -> list[str]:
     """A protocol of each protocol module among ``names``: the one named after its module where
     there is one. SpiderCast's comparison overlays run its module's code with other selection
     rules, so the slow end-to-end checks run one of them; the unit suite runs every protocol."""
-    from node.core import protocol_spec
+    from node.kit import protocol_spec
 
     by_module: dict[str, list[str]] = {}
     for name in names:

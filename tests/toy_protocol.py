@@ -12,10 +12,10 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from node.core import Dissemination, Layer, ProtocolSpec, Stack, register_protocol
-from node.core.static import LAYER as STATIC
-from node.core.static import StaticTopology
-from node.core.types import Action, Descriptor, EventMsg, Message, NodeId, RemoteProtocolError, Send, Signal
+from node.kit import Dissemination, Layer, ProtocolSpec, Stack, register_protocol
+from node.kit.types import Action, Descriptor, EventMsg, Message, NodeId, RemoteProtocolError, Send, Signal
+from node.protocols.static_gossip.topology import LAYER as STATIC
+from node.protocols.static_gossip.topology import StaticTopology
 
 NAME = "toy-flood"
 

@@ -18,10 +18,11 @@ import yaml
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from analysis.protocols import analysis_for
+
 from .. import content, overlay, report, schemas
 from .. import metrics as m
 from ..load import read_locust
-from ..protocols import analysis_for
 from ..runfiles import read_jsonl, run_end_ns
 from ..spark import get_spark, size_partitions
 from ..storage import StagedRun, staged

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import statistics
 
-from . import ProtocolAnalysis, register_analysis
+from .base import ProtocolAnalysis
 
 
 class DpsAnalysis(ProtocolAnalysis):
@@ -143,4 +143,4 @@ class DpsAnalysis(ProtocolAnalysis):
         return rows
 
 
-register_analysis("dps", DpsAnalysis)
+ANALYSES = {"dps": DpsAnalysis}

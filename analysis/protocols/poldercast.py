@@ -2,7 +2,7 @@
 against subscription size (Fig. 7); METRICS.md and poldercast.md §7.3.
 
 Ring ids are recomputed here from node ids with the formula the protocol documents
-(:mod:`node.core.rings`: the first 8 bytes of BLAKE2b of the 8-byte big-endian id), so the
+(:mod:`node.protocols.poldercast.rings`: the first 8 bytes of BLAKE2b of the 8-byte big-endian id), so the
 ideal rings come from the run's subscriptions alone, not from the cores' code.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..plotting import plt, save
-from . import ProtocolAnalysis, register_analysis
+from .base import ProtocolAnalysis
 
 
 @functools.cache
@@ -214,4 +214,4 @@ class PolderCastAnalysis(ProtocolAnalysis):
         return out
 
 
-register_analysis("poldercast", PolderCastAnalysis)
+ANALYSES = {"poldercast": PolderCastAnalysis}

@@ -28,7 +28,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components, shortest_path
 
 from ..plotting import plt, save
-from . import ProtocolAnalysis, register_analysis
+from .base import ProtocolAnalysis
 
 EXCLUDE_JOINED_S = 2.0
 K_PARAM = "kg"
@@ -264,5 +264,4 @@ def _fmt(v) -> str:
     return "n/a" if v is None else f"{v:.2f}"
 
 
-for _name in ("spidercast", "similarity", "random_overlay", "ring_per_topic"):
-    register_analysis(_name, SpiderCastAnalysis)
+ANALYSES = {name: SpiderCastAnalysis for name in ("spidercast", "similarity", "random_overlay", "ring_per_topic")}

@@ -22,7 +22,7 @@ import networkx as nx
 import numpy as np
 
 from ..plotting import plt, save
-from . import ProtocolAnalysis, register_analysis
+from .base import ProtocolAnalysis
 
 
 def weight(p: int, q: int) -> int:
@@ -237,4 +237,4 @@ def _pair(d: dict) -> str:
     return " → ".join("n/a" if d[k] is None else f"{d[k]:.3f}" for k in ("initial", "final"))
 
 
-register_analysis("stan", StanAnalysis)
+ANALYSES = {"stan": StanAnalysis}

@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import gossip_model as model
 from ..plotting import plt, save
-from . import ProtocolAnalysis, register_analysis
+from .base import ProtocolAnalysis
 
 
 class StaticGossipAnalysis(ProtocolAnalysis):
@@ -145,4 +145,4 @@ def model_summary(predicted: list[dict], sim_mean: float) -> dict:
     return out
 
 
-register_analysis("static_gossip", StaticGossipAnalysis)
+ANALYSES = {"static_gossip": StaticGossipAnalysis}

@@ -1,5 +1,5 @@
 """Deterministic discrete-event simulation of protocol cores (virtual clock, seeded)."""
 
-from .engine import Simulation, SpanColumns
+from node.sim.engine import Simulation, SpanColumns
 
 __all__ = ["Simulation", "SpanColumns"]

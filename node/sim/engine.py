@@ -2,7 +2,7 @@
 
 One heap of (time, seq, kind, data) entries; ``seq`` makes the order total, so a run is a pure
 function of its seed. Messages go through the same link rules as the gRPC shell
-(:mod:`node.links`) and, with ``wire_codec`` on, through the real protobuf codec, which catches
+(:mod:`node.kit.links`) and, with ``wire_codec`` on, through the real protobuf codec, which catches
 codec drift and gives true byte counts. Every publish and every received copy becomes a span
 record with the fields of the OTLP spans that local peers write (ARCHITECTURE.md, "Traces").
 """
@@ -17,13 +17,12 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from node.core.stack import Stack
-from node.core.types import Action, Descriptor, EventMsg, NodeSnapshot, RemoteProtocolError, Send
-from node.interpret import DROPPED_BY_LINK, LOST_TO_DEAD_PEER, MALFORMED, EventSpans, SpanRecord, count_sent, event_spans, interpret
-from node.links import LinkModel, LinkRule
-from node.transport import codec
-
-from . import native
+from node.kit.interpret import DROPPED_BY_LINK, LOST_TO_DEAD_PEER, MALFORMED, EventSpans, SpanRecord, count_sent, event_spans, interpret
+from node.kit.links import LinkModel, LinkRule
+from node.kit.stack import Stack
+from node.kit.types import Action, Descriptor, EventMsg, NodeSnapshot, RemoteProtocolError, Send
+from node.sim.accelerators import Accelerator, accelerator_for
+from node.wire import codec
 
 _TIMER, _MSG, _CALL = 0, 1, 2
 NATIVE_QUIET_S = 2.0
@@ -120,7 +119,7 @@ class Simulation:
         never."""
         self.native_steps = 0
         """Steps the compiled loop ran."""
-        self._native: native.NativeCyclon | native.NativePolderCast | None = None
+        self._native: Accelerator | None = None
         self._native_tried = False
         self._native_retry_at = 0.0
 
@@ -152,7 +151,7 @@ class Simulation:
             del self._timers[key]
 
     def publish(self, node_id: int, topic: str, payload: bytes) -> None:
-        if self._native is not None and isinstance(self._native, native.NativePolderCast):
+        if self._native is not None and self._native.publishes:
             if node_id in self.alive:
                 self._native.publish(node_id, topic, payload)
             return
@@ -265,9 +264,11 @@ class Simulation:
     def snapshot_text(self, nodes: list[int], t_ns: int, gossip_ns: int,
                       encode: Callable[[NodeSnapshot, int, int], str]) -> str:
         """The snapshots of ``nodes`` as text: ``encode`` of each (a row per layer), or the same
-        lines written by the compiled PolderCast loop (``controller.rundir.SnapshotLines``)."""
-        if isinstance(self._native, native.NativePolderCast):
-            return self._native.snapshot_text(nodes, t_ns, gossip_ns)
+        lines written by the compiled PolderCast loop (``controller.backends.rundir.SnapshotLines``)."""
+        if self._native is not None:
+            text = self._native.snapshot_text(nodes, t_ns, gossip_ns)
+            if text is not None:
+                return text
         return "".join(encode(self.snapshot(i), t_ns, gossip_ns) for i in nodes)
 
     def sync(self) -> None:
@@ -283,8 +284,7 @@ class Simulation:
         engine = self._native.engine
         self.native_steps += engine.steps - self.steps
         self.now, self.steps, self.frozen_s = engine.now, engine.steps, engine.frozen_s
-        if isinstance(self._native, native.NativePolderCast):
-            self._native.take_spans()
+        self._native.take_spans()
 
     def _try_native(self, again: bool = False) -> None:
         """Hand the run to a compiled loop where one can take it: at the start, and (``again``)
@@ -300,7 +300,7 @@ class Simulation:
             soon = self.now + NATIVE_QUIET_S
             if any(kind == _CALL and not data[1] and at < soon for at, _, kind, data in self._queue):
                 return
-        loop, reason = native.loop_for(self)
+        loop, reason = accelerator_for(self)
         if loop is not None:
             self._native = loop(self)
             with paused_gc():

@@ -5,8 +5,8 @@ present), byte-identical to the Python cores they stand in for.
 The simulator hands a run over to one at its first ``run_until`` when every node is a node of
 its kind and nothing else is going on:
 
-- CYCLON (:class:`NativeCyclon`): each node a :class:`~node.core.stack.Stack` of the
-  :class:`~node.core.cyclon.Cyclon` layer alone, under a rule with no event to repair (the gossip
+- CYCLON (:class:`NativeCyclon`): each node a :class:`~node.kit.stack.Stack` of the
+  :class:`~node.protocols.cyclon.layer.Cyclon` layer alone, under a rule with no event to repair (the gossip
   before its first publication);
 - PolderCast (:class:`NativePolderCast`): each node the stack ``poldercast.build`` makes, with
   one config for all, and no event in flight;
@@ -34,26 +34,18 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from node.core.cyclon import LAYER, Cyclon
-from node.core.gossip import InterestGossip
-from node.core.ringcast import SHORTCUT_LAYERS, RingCast
-from node.core.rings import LAYER as RINGS
-from node.core.rings import Rings
-from node.core.stack import Stack
-from node.core.types import Descriptor, EventMsg, Gossip, LayerSnapshot, NodeSnapshot
-from node.core.vicinity import LAYER as VICINITY
-from node.core.vicinity import Vicinity
-from node.interpret import (
-    DROPPED_BY_LINK,
-    DUPLICATES,
-    EVENTS_PUBLISHED,
-    EVENTS_RECEIVED,
-    EVENTS_SENT,
-    LOST_TO_DEAD_PEER,
-    sent_keys,
-)
-from node.links import FixedDelay
-from node.transport import codec
+from node.kit.interpret import DROPPED_BY_LINK, DUPLICATES, EVENTS_PUBLISHED, EVENTS_RECEIVED, EVENTS_SENT, LOST_TO_DEAD_PEER, sent_keys
+from node.kit.links import FixedDelay
+from node.kit.stack import Stack
+from node.kit.types import Descriptor, EventMsg, Gossip, LayerSnapshot, NodeSnapshot
+from node.protocols.cyclon.layer import LAYER, Cyclon
+from node.protocols.gossip.protocol import InterestGossip
+from node.protocols.poldercast.ringcast import SHORTCUT_LAYERS, RingCast
+from node.protocols.poldercast.rings import LAYER as RINGS
+from node.protocols.poldercast.rings import Rings
+from node.protocols.poldercast.vicinity import LAYER as VICINITY
+from node.protocols.poldercast.vicinity import Vicinity
+from node.wire import codec
 
 try:
     import overlaylab_native
@@ -61,7 +53,7 @@ except ImportError:  # not built (no cargo): the Python loop runs everything
     overlaylab_native = None
 
 if TYPE_CHECKING:
-    from .engine import Simulation
+    from node.sim.engine import Simulation
 
 _TIMER, _MSG, _CALL = 0, 1, 2
 _COUNTERS = (*sent_keys(LAYER), DROPPED_BY_LINK, LOST_TO_DEAD_PEER)
@@ -139,15 +131,26 @@ def _unsupported_cyclon(sim: Simulation) -> str | None:
 
 class _Loop:
     """What both loops share: the calls scheduled while the engine runs, the link's and the
-    nodes' random states, and the clocks."""
+    nodes' random states, and the clocks (the interface: :class:`node.sim.accelerators.Accelerator`)."""
 
     engine: Any
+    publishes = False
 
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
         self.calls: dict[int, tuple[Any, bool]] = {}
         self._rng_versions: dict[int, tuple[int, Any]] = {}
         self._handles = itertools.count()
+
+    def publish(self, i: int, topic: str, payload: bytes) -> None:
+        raise NotImplementedError("publications are run by the Python cores")
+
+    def snapshot_text(self, nodes: list[int], t_ns: int, gossip_ns: int) -> str | None:
+        """Snapshot lines written by the loop itself (None: the simulator encodes them)."""
+        return None
+
+    def take_spans(self) -> None:
+        """Move the spans the loop recorded into the simulation's (none by default)."""
 
     def _link(self) -> tuple[tuple[float, float, float, bool], list[int]]:
         """The link (delay_ms with the constant base folded in, jitter_ms, loss, partitioned) and
@@ -361,6 +364,7 @@ def _foreign_profiles(nodes: dict[int, Stack]) -> Callable[[Descriptor], str | N
 
 
 class NativePolderCast(_Loop):
+    publishes = True
     """A simulation's PolderCast overlay in the compiled loop: ``take`` it from the Python
     objects, run it (``engine``), ``give_back``. Topics are numbered, the most subscribed first;
     profiles are handed over as their priorities, numbered."""

@@ -19,7 +19,7 @@ from collections.abc import Callable, Coroutine
 
 import grpc
 
-from .security import Credentials, aio_channel
+from node.transport.security import Credentials, aio_channel
 
 
 def channel_options(connect_timeout_ms: float) -> list[tuple[str, int]]:

@@ -36,25 +36,36 @@ import logging
 import math
 import time
 from collections import Counter, deque
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import grpc
 
 from node._gen.overlaylab.v1 import peer_pb2
-from node.core.types import EventMsg, RemoteProtocolError, Send
-from node.interpret import MALFORMED
-
-from . import codec
-from .channels import Channels
-from .security import PEER_SERVICE, Credentials, role_of
-from .settings import TransportSettings
-from .streams import Link, Queued, envelope, frame_messages
-from .telemetry import SpanPipeline, SpanRef, context_bytes, remote_parent
-
-if TYPE_CHECKING:
-    from .shell import PeerShell
+from node.kit.interpret import MALFORMED
+from node.kit.types import EventMsg, RemoteProtocolError, Send
+from node.transport.channels import Channels
+from node.transport.security import PEER_SERVICE, Credentials, role_of
+from node.transport.settings import TransportSettings
+from node.transport.streams import Link, Queued, envelope, frame_messages
+from node.transport.telemetry import SpanPipeline, SpanRef, context_bytes, remote_parent
+from node.wire import codec
 
 log = logging.getLogger("overlaylab.peer")
+
+
+class HostedPeer(Protocol):
+    """What the host asks of a peer it serves (:class:`node.transport.shell.PeerShell`)."""
+
+    node_id: int
+    stats: Counter[str]
+    refusals: Refusals
+    core: Any
+
+    @property
+    def accepting(self) -> bool: ...
+    def emulate(self, msg: Any, dst: int, size: int) -> float | None: ...
+    def receive(self, src: int, msg: Any, parent: Any, reply_to: int | None = None) -> Any: ...
+
 
 SERVICE = "overlaylab.v1.Peer"
 UNAUTHORIZED = "unauthorized"
@@ -147,15 +158,15 @@ class PeerHost:
         self.credentials = credentials
         self.bind, self.advertise = bind, advertise or bind
         self.spans = SpanPipeline()
-        self.peers: dict[int, PeerShell] = {}
+        self.peers: dict[int, HostedPeer] = {}
         self.stats: Counter[str] = Counter()
         self.refusals = Refusals(self.stats, credentials)
         self.server: grpc.aio.Server | None = None
         self.addr = ""
         self.channels = Channels(credentials, self.spawn, self.transport.connect_timeout_ms)
         self.links: dict[str, Link] = {}
-        self._inbox: deque[tuple[PeerShell, int, EventMsg, SpanRef | None]] = deque()  # peer, sender, copy, parent
-        self._seen_inbox: deque[tuple[PeerShell, int, EventMsg, SpanRef | None]] = deque()  # copies of seen events
+        self._inbox: deque[tuple[HostedPeer, int, EventMsg, SpanRef | None]] = deque()  # peer, sender, copy, parent
+        self._seen_inbox: deque[tuple[HostedPeer, int, EventMsg, SpanRef | None]] = deque()  # copies of seen events
         self._draining: asyncio.Task | None = None
         self._inbox_room = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
@@ -172,7 +183,7 @@ class PeerHost:
     def streams(self) -> bool:
         return self.transport.mode == "stream"
 
-    def first(self, peer: PeerShell) -> bool:
+    def first(self, peer: HostedPeer) -> bool:
         """Whether ``peer`` reports the process's own counters."""
         return next(iter(self.peers), None) == peer.node_id
 
@@ -183,7 +194,7 @@ class PeerHost:
 
     # --- lifecycle --------------------------------------------------------------------------
 
-    async def add(self, peer: PeerShell, port: int) -> int:
+    async def add(self, peer: HostedPeer, port: int) -> int:
         """Host ``peer``; in stream mode start the shared server the first time (on ``port``,
         0: any free one). Returns the shared server's port (0 in unary mode)."""
         self.peers[peer.node_id] = peer
@@ -198,7 +209,7 @@ class PeerHost:
             self.addr = f"{self.advertise}:{bound}"
         return int(self.addr.rpartition(":")[2])
 
-    async def remove(self, peer: PeerShell) -> None:
+    async def remove(self, peer: HostedPeer) -> None:
         """``peer`` stopped; the last one stops the server and the links."""
         self.peers.pop(peer.node_id, None)
         if self.peers:
@@ -216,7 +227,7 @@ class PeerHost:
 
     # --- sending ----------------------------------------------------------------------------
 
-    def send(self, peer: PeerShell, a: Send, span) -> None:
+    def send(self, peer: HostedPeer, a: Send, span) -> None:
         """Encode ``a`` now (its span context rides in the event), then queue it on its link
         once the emulated delay has passed."""
         trace = context_bytes(span) if isinstance(a.msg, EventMsg) else codec.NO_TRACE
@@ -354,7 +365,7 @@ class PeerHost:
         else:
             peer.receive(q.sender.node_id, q.msg, None)
 
-    def _queue_event(self, peer: PeerShell, src: int, msg: EventMsg, parent: SpanRef | None) -> None:
+    def _queue_event(self, peer: HostedPeer, src: int, msg: EventMsg, parent: SpanRef | None) -> None:
         (self._seen_inbox if msg.event_id in peer.core.seen else self._inbox).append((peer, src, msg, parent))
         if self._draining is None:
             self._draining = self._loop.create_task(self._drain_events())

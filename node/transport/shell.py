@@ -18,9 +18,9 @@ empty Ack. With ``transport.mode: stream`` (:mod:`node.transport.streams`) every
 one way instead, coalesced into the frames of one long-lived stream per link, with bounded
 queues whose overflow the core sees as failed sends; the peers of a process then share one Peer
 server, one address and the links (:mod:`node.transport.host`). Event copies carry the sender's span
-context. Actions are carried out by :func:`node.interpret.interpret`, the simulator's
+context. Actions are carried out by :func:`node.kit.interpret.interpret`, the simulator's
 interpreter too. Link emulation
-(:mod:`node.links`) delays or drops each message at send time.
+(:mod:`node.kit.links`) delays or drops each message at send time.
 """
 
 from __future__ import annotations
@@ -38,19 +38,18 @@ from pathlib import Path
 import grpc
 
 from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc, peer_pb2
-from node.core import create_protocol, protocol_spec
-from node.core.stack import Stack
-from node.core.types import Action, Descriptor, EventMsg, LocalProtocolError, Published, RemoteProtocolError, Send
-from node.interpret import DROPPED_BY_LINK, SEND_FAILED, EventSpans, SpanRecord, count_sent, event_spans, interpret
-from node.links import LinkModel, LinkRule
-
-from . import codec
-from .channels import Channels
-from .host import SERVICE, PeerHost, Refusals, answer_ping, listen
-from .security import PEER_SERVICE, Credentials, aio_channel, control_roles
-from .settings import TransportSettings
-from .streams import Queued
-from .telemetry import FLUSH_S, PeerTelemetry, context_bytes, remote_parent
+from node.kit import create_protocol, protocol_spec
+from node.kit.interpret import DROPPED_BY_LINK, SEND_FAILED, EventSpans, SpanRecord, count_sent, event_spans, interpret
+from node.kit.links import LinkModel, LinkRule
+from node.kit.stack import Stack
+from node.kit.types import Action, Descriptor, EventMsg, LocalProtocolError, Published, RemoteProtocolError, Send
+from node.transport.channels import Channels
+from node.transport.host import SERVICE, PeerHost, Refusals, answer_ping, listen
+from node.transport.security import PEER_SERVICE, Credentials, aio_channel, control_roles
+from node.transport.settings import TransportSettings
+from node.transport.streams import Queued
+from node.transport.telemetry import FLUSH_S, PeerTelemetry, context_bytes, remote_parent
+from node.wire import codec
 
 log = logging.getLogger("overlaylab.peer")
 
@@ -86,7 +85,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         self.telemetry = PeerTelemetry(run_id, node_id, protocol, trace_dir, otlp_endpoint, self.peer_host.spans)
         self.stats: Counter[str] = Counter()
         self.event_spans: EventSpans | None = None
-        """The spans a later copy of an event leaves under (``node.interpret.event_spans``)."""
+        """The spans a later copy of an event leaves under (``node.kit.interpret.event_spans``)."""
         self.refusals = Refusals(self.stats, credentials)
         self.links = LinkModel([], random.Random(f"{seed}:links:{node_id}"))
         self.core: Stack | None = None
@@ -178,7 +177,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         reply, self._reply_to, self._reply, self._links = self._reply, None, None, ()
         return reply
 
-    # --- ActionDriver (node.interpret) ----------------------------------------------------------
+    # --- ActionDriver (node.kit.interpret) ----------------------------------------------------------
 
     def send(self, node: int, a: Send, span) -> None:
         if self._reply_to is not None and a.dst == self._reply_to and codec.is_reply(a.msg):

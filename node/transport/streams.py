@@ -42,10 +42,9 @@ from typing import Any
 import grpc
 
 from node._gen.overlaylab.v1 import peer_pb2
-from node.core.types import EventMsg, Message
-
-from . import codec
-from .settings import TransportSettings
+from node.kit.types import EventMsg, Message
+from node.transport.settings import TransportSettings
+from node.wire import codec
 
 log = logging.getLogger("overlaylab.peer")
 

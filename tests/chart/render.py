@@ -14,9 +14,9 @@ from pathlib import Path
 
 import yaml
 
-from controller.helm import CHART
-from controller.hosting import release_name
-from controller.runners.k8s import helm_binary
+from controller.backends.helm import CHART
+from controller.backends.hosting import release_name
+from controller.backends.k8s import helm_binary
 
 NAMESPACE = "overlaylab"
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from controller import plans
-from controller.config import ExperimentError, load_experiment
-from controller.helm import CHART, helm_values, split_image, sweep_values, values_schema
-from controller.hosting import pod_layout, release_name
-from controller.sweep import points
+from controller.backends.helm import CHART, helm_values, split_image, sweep_values, values_schema
+from controller.backends.hosting import pod_layout, release_name
+from controller.cli.sweep import points
+from controller.experiment import plans
+from controller.experiment.schema import ExperimentError, load_experiment
 from tests.chart.render import NAMESPACE, golden, helm, render, scenarios
 from tests.k8s_schemas import validate
 
@@ -212,7 +212,7 @@ def test_image_references_split_into_repository_and_tag(image, expected):
 
 
 def test_helm_values_cli_prints_values_the_chart_accepts(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "controller.cli", "helm-values", "experiments/quickstart.yaml",
+    done = subprocess.run([sys.executable, "-m", "controller.cli.main", "helm-values", "experiments/quickstart.yaml",
                            "--set", "backend=k8s", "--run-id", "cli-test"], capture_output=True, text=True, check=True)
     values = tmp_path / "v.yaml"
     values.write_text(done.stdout)

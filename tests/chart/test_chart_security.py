@@ -8,7 +8,7 @@ import subprocess
 import pytest
 import yaml
 
-from controller.helm import CHART
+from controller.backends.helm import CHART
 from tests.chart.render import render, scenarios
 from tests.conftest import ROOT
 

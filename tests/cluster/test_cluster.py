@@ -19,8 +19,8 @@ import yaml
 from kubernetes import client, config
 
 from analysis.jobs import summarize
-from controller.runners.k8s import helm_binary
-from node.core import builtin_protocols
+from controller.backends.k8s import helm_binary
+from node.kit import builtin_protocols
 from node.transport.settings import TransportSettings
 from tests.conftest import ROOT
 from tests.helpers import conformance_experiment, one_per_module, reached_sets
@@ -63,7 +63,7 @@ def api():
 
 
 def overlaylab(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "controller.cli", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "controller.cli.main", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
 
 

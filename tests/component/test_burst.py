@@ -21,9 +21,9 @@ import grpc
 import pytest
 
 from node._gen.overlaylab.v1 import control_pb2
-from node.core.cyclon import CyclonConfig
-from node.core.gossip import GossipConfig
-from node.core.static_gossip import StaticGossipConfig
+from node.protocols.cyclon.layer import CyclonConfig
+from node.protocols.gossip.protocol import GossipConfig
+from node.protocols.static_gossip.protocol import StaticGossipConfig
 from node.transport.settings import TransportSettings
 from node.transport.shell import PeerShell
 from tests.helpers import running

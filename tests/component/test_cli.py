@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from controller.cli import main
+from controller.cli.main import main
 from tests.conftest import ROOT
 
 QUICK = str(ROOT / "experiments" / "quickstart.yaml")
@@ -76,8 +76,8 @@ def test_poldercast_e1_file_runs_and_reports_ring_convergence_by_cycle_and_size(
 def test_workload_command_reports_ring_link_sharing(capsys):
     """`overlaylab workload --json` on the geometric social graph: distributions and link sharing
     (overall and by subscription size, the same as computed from the rendered workload)."""
-    from controller import workloads
-    from controller.config import load_experiment
+    from controller.experiment import workloads
+    from controller.experiment.schema import load_experiment
 
     args = [str(ROOT / "experiments" / "poldercast-e1-convergence.yaml"), "--set", "nodes.count=300",
             "--set", "workload.graph=geometric"]
@@ -93,9 +93,9 @@ def test_workload_command_reports_ring_link_sharing(capsys):
 def test_workload_command_reports_a_content_workloads_matching_and_contacted_floor(capsys):
     """`overlaylab workload --json` on a content workload: matching and the contacted floor over
     the plan's own filters and events, as the workload module computes them; no ring sharing."""
-    from controller import content_workloads, plans, workloads
-    from controller.config import load_experiment
-    from node.core.content import parse_event, parse_filter
+    from controller.experiment import content_workloads, plans, workloads
+    from controller.experiment.schema import load_experiment
+    from node.protocols.dps.content import parse_event, parse_filter
 
     args = [str(ROOT / "experiments" / "dps-table1.yaml"), "--set", "nodes.count=300", "--set", "workload.name=stock"]
     with pytest.raises(SystemExit) as done:
@@ -125,7 +125,7 @@ def test_invalid_file_fails_before_anything_starts(tmp_path, capsys):
 
 def test_ctrl_c_stops_every_peer_and_keeps_what_was_written(tmp_path):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "controller.cli", "run", QUICK, "--out", str(tmp_path), "--set", "nodes.count=8",
+        [sys.executable, "-m", "controller.cli.main", "run", QUICK, "--out", str(tmp_path), "--set", "nodes.count=8",
          "--set", "phases.warmup_s=60"],
         cwd=ROOT, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )

@@ -15,13 +15,13 @@ import yaml
 from pydantic import TypeAdapter
 
 from analysis.crosscheck import compare, compute
-from controller.cli import main
+from controller.cli.main import main
 from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc, peer_pb2
-from node.core import protocol_config_class, protocol_names
-from node.core.types import EventMsg
-from node.transport import codec
+from node.kit import protocol_config_class, protocol_names
+from node.kit.types import EventMsg
 from node.transport.settings import TransportSettings
 from node.transport.shell import SERVICE, PeerShell
+from node.wire import codec
 from tests.conftest import PLUGIN_ENV
 from tests.helpers import conformance_experiment, one_per_module
 

@@ -40,7 +40,7 @@ def start_run(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     path = tmp_path / "crashes.yaml"
     path.write_text(yaml.safe_dump(EXPERIMENT))
     out = tmp_path / "runs"
-    proc = subprocess.Popen([sys.executable, "-m", "controller.cli", "run", str(path), "--out", str(out), "--no-analyze"],
+    proc = subprocess.Popen([sys.executable, "-m", "controller.cli.main", "run", str(path), "--out", str(out), "--no-analyze"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from analysis.crosscheck import compare
-from controller.cli import main
+from controller.cli.main import main
 from tests.helpers import cli_run, conformance_experiment, synthetic_run
 
 

@@ -9,9 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from controller.cli import main
-from controller.content_workloads import matching_matrix
-from node.core.content import parse_event, parse_filter
+from controller.cli.main import main
+from controller.experiment.content_workloads import matching_matrix
+from node.protocols.dps.content import parse_event, parse_filter
 from tests.helpers import cli_run
 
 N = 150

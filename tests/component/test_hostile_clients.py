@@ -10,12 +10,12 @@ import grpc
 import pytest
 
 from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc, peer_pb2
-from node.core.gossip import GossipConfig
-from node.core.types import Descriptor
-from node.transport import codec
+from node.kit.types import Descriptor
+from node.protocols.gossip.protocol import GossipConfig
 from node.transport.security import Credentials, aio_channel, make_pki
 from node.transport.settings import TransportSettings
 from node.transport.shell import CONTROL_SERVICE, SERVICE, PeerShell
+from node.wire import codec
 
 EMPTY = control_pb2.Empty()
 

@@ -9,10 +9,10 @@ import json
 import pytest
 from kubernetes import client
 
-from controller.config import ExperimentError, load_experiment
-from controller.rundir import RunDir
-from controller.runners import k8s
-from controller.runners.sim import SimRunner
+from controller.backends import k8s
+from controller.backends.rundir import RunDir
+from controller.backends.sim import SimRunner
+from controller.experiment.schema import ExperimentError, load_experiment
 from tests.fake_apiserver import FakeAPIServer
 
 NAMESPACE = "overlaylab"

@@ -3,9 +3,9 @@ restore its checkpointed state; everything lands in the timeline."""
 
 import json
 
-from controller.config import parse_experiment
-from controller.rundir import RunDir
-from controller.runners.local import LocalRunner
+from controller.backends.local import LocalRunner
+from controller.backends.rundir import RunDir
+from controller.experiment.schema import parse_experiment
 from tests.component.test_local_peers import otlp_spans
 
 

@@ -3,9 +3,9 @@
 import json
 from collections import defaultdict
 
-from controller.config import parse_experiment
-from controller.rundir import RunDir
-from controller.runners.local import LocalRunner
+from controller.backends.local import LocalRunner
+from controller.backends.rundir import RunDir
+from controller.experiment.schema import parse_experiment
 
 
 def otlp_spans(traces_dir):

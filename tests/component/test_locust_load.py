@@ -6,9 +6,9 @@ import json
 import pytest
 
 from analysis.jobs.summarize import run as analyze
-from controller.config import parse_experiment
-from controller.rundir import RunDir
-from controller.runners.local import LocalRunner
+from controller.backends.local import LocalRunner
+from controller.backends.rundir import RunDir
+from controller.experiment.schema import parse_experiment
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from controller.cli import main
+from controller.cli.main import main
 from tests.conftest import ROOT
 
 

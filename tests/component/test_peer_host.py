@@ -10,10 +10,10 @@ import threading
 import time
 
 from node._gen.overlaylab.v1 import control_pb2
-from node.core.cyclon import CyclonConfig
-from node.core.gossip import GossipConfig
-from node.core.static_gossip import StaticGossipConfig
-from node.core.types import Gossip
+from node.kit.types import Gossip
+from node.protocols.cyclon.layer import CyclonConfig
+from node.protocols.gossip.protocol import GossipConfig
+from node.protocols.static_gossip.protocol import StaticGossipConfig
 from node.transport import host as host_module
 from node.transport.host import PeerHost
 from node.transport.settings import TransportSettings
@@ -125,8 +125,8 @@ def test_first_copies_are_handled_before_copies_of_events_already_seen():
     arrival; each lane keeps its own order."""
     from types import SimpleNamespace
 
-    from node.core.types import EventMsg
-    from node.core.views import DuplicateFilter
+    from node.kit.types import EventMsg
+    from node.kit.views import DuplicateFilter
 
     handled = []
     seen = DuplicateFilter(100)

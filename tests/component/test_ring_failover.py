@@ -8,9 +8,9 @@ import grpc
 import pytest
 
 from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc
-from node.core.cyclon import CyclonConfig
-from node.core.poldercast import PolderCastConfig
-from node.core.types import Descriptor
+from node.kit.types import Descriptor
+from node.protocols.cyclon.layer import CyclonConfig
+from node.protocols.poldercast.protocol import PolderCastConfig
 from node.transport.settings import TransportSettings
 from node.transport.shell import PeerShell
 

@@ -83,7 +83,7 @@ def test_a_run_in_object_storage_is_analysed_in_place_on_a_standalone_spark_clus
 
     conf = {"fs.s3a.endpoint": s3_endpoint, "fs.s3a.path.style.access": "true", "fs.s3a.access.key": "test",
             "fs.s3a.secret.key": "test", "fs.s3a.endpoint.region": "us-east-1"}
-    cmd = [sys.executable, "-m", "controller.cli", "analyze", "s3a://runs/r1", "--master", url,
+    cmd = [sys.executable, "-m", "controller.cli.main", "analyze", "s3a://runs/r1", "--master", url,
            "--conf", "spark.executor.memory=512m",
            *(a for k, v in conf.items() for a in ("--conf", f"spark.hadoop.{k}={v}"))]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)

@@ -14,7 +14,7 @@ import grpc
 import pytest
 
 from node._gen.overlaylab.v1 import control_pb2
-from node.core.static_gossip import StaticGossipConfig
+from node.protocols.static_gossip.protocol import StaticGossipConfig
 from node.transport.channels import Channels
 from node.transport.settings import TransportSettings
 from node.transport.shell import PeerShell

@@ -10,7 +10,7 @@ import pytest
 from analysis.overlay import snapshots_by_time
 from analysis.protocols.stan import StanAnalysis, view_sizes
 from analysis.runfiles import read_jsonl
-from controller.cli import main
+from controller.cli.main import main
 from tests.conftest import ROOT
 
 FILE = str(ROOT / "experiments" / "stan-local.yaml")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from analysis.crosscheck import compare
-from controller.cli import main
+from controller.cli.main import main
 from tests.conftest import ROOT
 from tests.helpers import reached_sets
 

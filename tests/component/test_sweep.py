@@ -7,8 +7,8 @@ import json
 import pytest
 import yaml
 
-from controller.cli import main
-from controller.sweep import point_row, points
+from controller.cli.main import main
+from controller.cli.sweep import point_row, points
 from tests.conftest import ROOT
 
 

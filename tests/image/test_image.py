@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from controller.config import dump_experiment, load_experiment
+from controller.experiment.schema import dump_experiment, load_experiment
 from tests.conftest import ROOT
 
 BASE, IMAGE = "overlaylab-base:bookworm", "overlaylab:test"

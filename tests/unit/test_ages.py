@@ -10,11 +10,11 @@ import random
 
 import pytest
 
-from node.core import create_protocol
-from node.core.cyclon import CyclonConfig
-from node.core.poldercast import PolderCastConfig
-from node.core.stack import Stack
-from node.core.types import Descriptor, Gossip, Send
+from node.kit import create_protocol
+from node.kit.stack import Stack
+from node.kit.types import Descriptor, Gossip, Send
+from node.protocols.cyclon.layer import CyclonConfig
+from node.protocols.poldercast.protocol import PolderCastConfig
 
 TOPICS = frozenset({"a", "b", "c"})
 

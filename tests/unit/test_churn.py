@@ -3,9 +3,9 @@ import statistics
 
 import pytest
 
-from controller import churn
-from controller.config import Lengths, parse_experiment
-from controller.workloads import PlanError
+from controller.experiment import churn
+from controller.experiment.schema import Lengths, parse_experiment
+from controller.experiment.workloads import PlanError
 
 
 def plan(n=100, end=200.0, **c):

@@ -3,16 +3,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from node._gen.overlaylab.v1 import peer_pb2
-from node.core.types import (
-    Descriptor,
-    EventMsg,
-    Gossip,
-    LayerSnapshot,
-    NodeSnapshot,
-    RemoteProtocolError,
-    Signal,
-)
-from node.transport import codec
+from node.kit.types import Descriptor, EventMsg, Gossip, LayerSnapshot, NodeSnapshot, RemoteProtocolError, Signal
+from node.wire import codec
 
 D = Descriptor(7, "127.0.0.1:5000", frozenset({"a", "b"}), 3)
 # priorities in an order that is not sorted: the wire keeps the sender's order

@@ -1,6 +1,6 @@
 import pytest
 
-from controller.config import ExperimentError, apply_overrides, load_experiment, parse_experiment
+from controller.experiment.schema import ExperimentError, apply_overrides, load_experiment, parse_experiment
 from tests.conftest import ROOT
 
 EXPERIMENTS = sorted((ROOT / "experiments").glob("*.yaml"))
@@ -89,7 +89,7 @@ def test_variant_errors_name_the_variant_and_what_was_expected(variants, backend
 
 
 def test_sweep_points_follow_the_grid_and_name_their_paths():
-    from controller.config import Sweep
+    from controller.experiment.schema import Sweep
 
     s = Sweep(grid={"a.b": [1, 2], "c": ["x"]}, points=[{"a.b": 9, "d.e": True}])
     assert s.settings() == [{"a.b": 1, "c": "x"}, {"a.b": 2, "c": "x"}, {"a.b": 9, "d.e": True}]

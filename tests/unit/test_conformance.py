@@ -15,12 +15,12 @@ from collections import Counter
 import pytest
 import yaml
 
-from controller import plans
-from controller.config import parse_experiment
-from node.core import create_protocol, protocol_names
-from node.core.types import Descriptor, EventMsg
+from controller.experiment import plans
+from controller.experiment.schema import parse_experiment
+from node.kit import create_protocol, protocol_names
+from node.kit.types import Descriptor, EventMsg
 from node.sim import Simulation
-from node.transport import codec
+from node.wire import codec
 from tests.conftest import PLUGIN_ENV, ROOT
 from tests.helpers import conformance_experiment
 
@@ -43,7 +43,7 @@ def test_same_file_and_seed_give_byte_identical_runs_under_two_hash_seeds(name, 
     digests = []
     for hash_seed in ("1", "2"):
         out = tmp_path / hash_seed
-        subprocess.run([sys.executable, "-m", "controller.cli", "run", str(path), "--out", str(out), "--no-analyze"],
+        subprocess.run([sys.executable, "-m", "controller.cli.main", "run", str(path), "--out", str(out), "--no-analyze"],
                        cwd=ROOT, check=True, capture_output=True,
                        env={**os.environ, **PLUGIN_ENV, "PYTHONHASHSEED": hash_seed})
         [rd] = out.iterdir()

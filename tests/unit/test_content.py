@@ -1,4 +1,4 @@
-"""Content-based predicates (node/core/content.py; DPS spec §2): normalisation, matching and the
+"""Content-based predicates (node/protocols/dps/content.py; DPS spec §2): normalisation, matching and the
 soundness of containment, by example and by property (hypothesis)."""
 
 from __future__ import annotations
@@ -10,19 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.core.content import (
-    TOP,
-    Interval,
-    Pattern,
-    Predicate,
-    Subscription,
-    constraint_of,
-    contains,
-    matches,
-    normalise,
-    properly_contains,
-)
-from node.core.semantic_tree import SemanticTree
+from node.protocols.dps.content import TOP, Interval, Pattern, Predicate, Subscription, constraint_of, contains, matches, normalise, properly_contains
+from node.protocols.dps.semantic_tree import SemanticTree
 
 pytestmark = pytest.mark.unit
 
@@ -173,7 +162,7 @@ def test_string_containment_finds_the_containments_within_a_kind():
                 assert contains(p, q) == subset, (kind, x, y)
 
 
-# --- the tree of semantic groups (node/core/semantic_tree.py; spec §4.3) ---------------------
+# --- the tree of semantic groups (node/protocols/dps/semantic_tree.py; spec §4.3) ---------------------
 
 
 def _labels(*preds: Predicate):

@@ -1,4 +1,4 @@
-"""The DPS paper's content workloads (controller/content_workloads.py; spec §6.2): calibrated to
+"""The DPS paper's content workloads (controller/experiment/content_workloads.py; spec §6.2): calibrated to
 Table 1's Matching column, the vectorised matching checked against the predicates one by one, and
 the contacted floor that shows Table 1's stock row below what its own workload allows."""
 
@@ -9,7 +9,7 @@ import random
 import numpy as np
 import pytest
 
-from controller.content_workloads import (
+from controller.experiment.content_workloads import (
     DOMAIN,
     PAPER_CONTACTED_PCT,
     PAPER_MATCHING_PCT,

@@ -5,10 +5,10 @@ import statistics
 import networkx as nx
 import pytest
 
-from node.core import create_protocol
-from node.core.cyclon import Cyclon, CyclonConfig
-from node.core.gossip import GossipConfig
-from node.core.types import Descriptor, Gossip, LocalProtocolError, RemoteProtocolError, Send
+from node.kit import create_protocol
+from node.kit.types import Descriptor, Gossip, LocalProtocolError, RemoteProtocolError, Send
+from node.protocols.cyclon.layer import Cyclon, CyclonConfig
+from node.protocols.gossip.protocol import GossipConfig
 from tests.helpers import gossip_network
 
 

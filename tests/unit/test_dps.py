@@ -1,4 +1,4 @@
-"""DPS (node/core/dps.py), leader-based, as real cores over the seeded simulator: tree location
+"""DPS (node/protocols/dps/protocol.py), leader-based, as real cores over the seeded simulator: tree location
 at the seed, group creation and joins, the spec's worked example, publication routing in both
 traversals, the message count against the paper's bound, and refusal of bad input."""
 
@@ -7,12 +7,12 @@ from collections import Counter
 
 import pytest
 
-from node.core import create_protocol
-from node.core.content import format_event, parse_filter
-from node.core.dps import DOWN, LAYER, DpsConfig
-from node.core.semantic_tree import SemanticTree
-from node.core.types import Descriptor, LocalProtocolError, RemoteProtocolError, Signal
-from node.links import LinkRule
+from node.kit import create_protocol
+from node.kit.links import LinkRule
+from node.kit.types import Descriptor, LocalProtocolError, RemoteProtocolError, Signal
+from node.protocols.dps.content import format_event, parse_filter
+from node.protocols.dps.protocol import DOWN, LAYER, DpsConfig
+from node.protocols.dps.semantic_tree import SemanticTree
 from node.sim import Simulation
 from tests.helpers import spans
 
@@ -444,7 +444,7 @@ def test_a_crash_run_is_byte_identical_under_two_hash_seeds(comm, repair, backup
     digests = []
     for hash_seed in ("1", "2"):
         out = tmp_path / hash_seed
-        subprocess.run([sys.executable, "-m", "controller.cli", "run", str(path), "--out", str(out), "--no-analyze"],
+        subprocess.run([sys.executable, "-m", "controller.cli.main", "run", str(path), "--out", str(out), "--no-analyze"],
                        cwd=ROOT, check=True, capture_output=True, env={**os.environ, "PYTHONHASHSEED": hash_seed})
         [rd] = out.iterdir()
         digests.append({n: hashlib.sha256((rd / n).read_bytes()).hexdigest()

@@ -3,8 +3,8 @@ from collections import Counter
 
 import pytest
 
-from node.core import create_protocol
-from node.core.types import Descriptor, EventMsg, Gossip, LocalProtocolError, Send
+from node.kit import create_protocol
+from node.kit.types import Descriptor, EventMsg, Gossip, LocalProtocolError, Send
 from tests.helpers import gossip_network, spans
 
 
@@ -106,7 +106,7 @@ def copies(actions) -> list[tuple[int, str]]:
 
 
 def test_repair_sends_a_partner_the_settled_events_its_list_lacks():
-    from node.core.gossip import GossipConfig
+    from node.protocols.gossip.protocol import GossipConfig
 
     config = GossipConfig(gamma=0.0, repair_window_ms=10_000, repair_after_ms=3000)
     core = create_protocol("gossip", Descriptor(0, "n0", frozenset({"t0"})), config, random.Random(0))
@@ -127,7 +127,7 @@ def test_repair_sends_a_partner_the_settled_events_its_list_lacks():
 
 
 def test_repair_off_is_the_protocol_without_lists():
-    from node.core.gossip import GossipConfig
+    from node.protocols.gossip.protocol import GossipConfig
 
     with pytest.raises(ValueError, match="repair_after_ms"):
         GossipConfig(repair_window_ms=1000, repair_after_ms=2000)
@@ -161,7 +161,7 @@ def test_same_seed_same_run_other_seed_other_run():
 
 
 def test_duplicate_filter_is_bounded():
-    from node.core.gossip import GossipConfig
+    from node.protocols.gossip.protocol import GossipConfig
 
     core = create_protocol("gossip", Descriptor(0, "n0", frozenset({"t0"})), GossipConfig(seen_capacity=5),
                            random.Random(0))

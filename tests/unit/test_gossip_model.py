@@ -47,7 +47,7 @@ def test_estimator_is_not_symmetric_in_sigma_and_gamma():
 
 
 def test_acl_nominal_estimator_and_threshold():
-    from controller.topology import acl_degrees
+    from controller.experiment.topology import acl_degrees
 
     counts: dict[int, int] = {}
     for k in acl_degrees(6, 1).tolist():

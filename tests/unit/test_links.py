@@ -3,7 +3,7 @@ import statistics
 
 import pytest
 
-from node.links import LinkModel, LinkRule
+from node.kit.links import LinkModel, LinkRule
 
 
 def test_delay_jitter_and_loss_match_the_rule():

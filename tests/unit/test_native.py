@@ -14,10 +14,10 @@ import shutil
 
 import pytest
 
-from controller.config import parse_experiment
-from controller.rundir import RunDir
-from controller.runners.sim import SimRunner
-from node.core.cyclon import Cyclon
+from controller.backends.rundir import RunDir
+from controller.backends.sim import SimRunner
+from controller.experiment.schema import parse_experiment
+from node.protocols.cyclon.layer import Cyclon
 from node.sim import native
 
 pytestmark = pytest.mark.unit

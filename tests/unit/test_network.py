@@ -2,9 +2,9 @@ import statistics
 
 import pytest
 
-from controller.config import parse_experiment
-from controller.network import NetworkPlan
-from controller.workloads import PlanError
+from controller.experiment.network import NetworkPlan
+from controller.experiment.schema import parse_experiment
+from controller.experiment.workloads import PlanError
 
 
 def net(n=50, **network):

@@ -2,9 +2,9 @@ from collections import Counter
 
 import pytest
 
-from controller import plans
-from controller.config import parse_experiment
-from controller.workloads import PlanError
+from controller.experiment import plans
+from controller.experiment.schema import parse_experiment
+from controller.experiment.workloads import PlanError
 
 
 def exp(**sections):

@@ -7,13 +7,13 @@ from collections import Counter
 import pytest
 
 from analysis.protocols.poldercast import ring_convergence
-from controller.rundir import snapshot_rows
-from node.core import create_protocol
-from node.core.cyclon import CyclonConfig
-from node.core.poldercast import PolderCastConfig
-from node.core.rings import Rings, ring_id
-from node.core.types import Descriptor, LocalProtocolError, Send
-from node.links import LinkRule
+from controller.backends.rundir import snapshot_rows
+from node.kit import create_protocol
+from node.kit.links import LinkRule
+from node.kit.types import Descriptor, LocalProtocolError, Send
+from node.protocols.cyclon.layer import CyclonConfig
+from node.protocols.poldercast.protocol import PolderCastConfig
+from node.protocols.poldercast.rings import Rings, ring_id
 from node.sim import Simulation
 from tests.helpers import spans
 
@@ -221,7 +221,7 @@ def test_ring_failover_routes_around_crashed_ring_neighbours():
 
 
 def test_vicinity_ranking_orders_by_priority_then_shared_topics_and_breaks_ties_uniformly():
-    from node.core.vicinity import TopicBits, rank
+    from node.protocols.poldercast.vicinity import TopicBits, rank
 
     me = Descriptor(0, "n0", frozenset({"a", "b", "c"}), 0, (("c", 4),))
     rng, bits = random.Random(5), TopicBits()

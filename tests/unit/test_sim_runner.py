@@ -4,10 +4,10 @@ import json
 
 import pyarrow.parquet as pq
 
-from controller import plans
-from controller.config import parse_experiment
-from controller.rundir import RunDir
-from controller.runners.sim import SimRunner
+from controller.backends.rundir import RunDir
+from controller.backends.sim import SimRunner
+from controller.experiment import plans
+from controller.experiment.schema import parse_experiment
 
 
 def run(tmp_path, **sections):
@@ -90,8 +90,8 @@ def test_same_file_and_seed_give_the_same_spans_whatever_the_hash_seed(tmp_path)
     digests = []
     for hash_seed in ("1", "2"):
         out = tmp_path / hash_seed
-        code = ("import json, sys; from pathlib import Path; from controller.config import parse_experiment;"
-                "from controller.rundir import RunDir; from controller.runners.sim import SimRunner;"
+        code = ("import json, sys; from pathlib import Path; from controller.experiment.schema import parse_experiment;"
+                "from controller.backends.rundir import RunDir; from controller.backends.sim import SimRunner;"
                 "exp = parse_experiment(json.loads(sys.argv[1])); rd = RunDir.create(exp, Path(sys.argv[2]));"
                 "SimRunner().run(exp, rd); print(rd.traces / 'spans.parquet')")
         done = subprocess.run([sys.executable, "-c", code, json.dumps({"name": "t", "seed": 3, "backend": "sim", **exp}),
@@ -155,7 +155,7 @@ def test_variants_fork_after_the_warm_up_and_each_equals_its_own_run_from_scratc
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(exp))
 
     def cli_run(path, out):
-        subprocess.run([sys.executable, "-m", "controller.cli", "run", str(path), "--out", str(out), "--no-analyze"],
+        subprocess.run([sys.executable, "-m", "controller.cli.main", "run", str(path), "--out", str(out), "--no-analyze"],
                        check=True, capture_output=True, text=True)
         [rd] = out.iterdir()
         return rd
@@ -185,8 +185,8 @@ def _published(run_dir) -> int:
 
 
 def test_snapshot_lines_are_the_json_of_the_snapshot_rows():
-    from controller.rundir import SnapshotLines, snapshot_rows
-    from node.core.types import LayerSnapshot, NodeSnapshot
+    from controller.backends.rundir import SnapshotLines, snapshot_rows
+    from node.kit.types import LayerSnapshot, NodeSnapshot
 
     def expected(snap, t_ns, gossip_ns=None):
         return "".join(json.dumps(r, sort_keys=True) + "\n" for r in snapshot_rows(snap, t_ns, gossip_ns))

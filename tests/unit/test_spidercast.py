@@ -1,4 +1,4 @@
-"""SpiderCast and its comparison overlays (node/core/spidercast.py) as real cores over the seeded
+"""SpiderCast and its comparison overlays (node/protocols/spidercast/protocol.py) as real cores over the seeded
 simulator: coverage, symmetry and the Lmax bound (spidercast.md §7 D1-D4), greedy selection with
 the spec's fix, redirects, repair after crashes, and the flooding identity."""
 
@@ -9,12 +9,12 @@ from collections import Counter
 import networkx as nx
 import pytest
 
-from controller import plans
-from controller.config import parse_experiment
-from node.core import create_protocol
-from node.core.spidercast import CONNECT, GREEDY, LAYER, REDIRECT, SpiderCastConfig
-from node.core.types import Descriptor, RemoteProtocolError, Send, Signal
-from node.links import LinkRule
+from controller.experiment import plans
+from controller.experiment.schema import parse_experiment
+from node.kit import create_protocol
+from node.kit.links import LinkRule
+from node.kit.types import Descriptor, RemoteProtocolError, Send, Signal
+from node.protocols.spidercast.protocol import CONNECT, GREEDY, LAYER, REDIRECT, SpiderCastConfig
 from node.sim import Simulation
 from tests.helpers import spans
 
@@ -181,7 +181,7 @@ def test_malformed_control_messages_are_refused():
 def analysed(sim, protocol: str, **params) -> dict:
     """The SpiderCast analysis of the simulator's final snapshot (as the runner writes it)."""
     from analysis.protocols import analysis_for
-    from controller.rundir import snapshot_rows
+    from controller.backends.rundir import snapshot_rows
 
     rows = [row for core in sim.nodes.values() for row in snapshot_rows(core.snapshot(), 10**10)]
     plugin = analysis_for({"protocol": protocol, "protocol_params": params, "started_ns": 0}, {})

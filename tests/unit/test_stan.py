@@ -1,4 +1,4 @@
-"""StaN (node/core/stan.py): weights, collect walks, the view rule and dissemination, as real
+"""StaN (node/protocols/stan/protocol.py): weights, collect walks, the view rule and dissemination, as real
 cores over the seeded simulator (stan.md §4), and per-topic bootstrap contacts (controller/plans)."""
 
 import hashlib
@@ -11,12 +11,12 @@ import networkx as nx
 import pytest
 
 from analysis.protocols.stan import omniscient_pvs
-from controller import plans
-from controller.config import parse_experiment
-from node.core import create_protocol
-from node.core.stan import COLLECTED, LAYER, WALK, StanConfig, weight
-from node.core.types import Descriptor, EventMsg, LocalProtocolError, RemoteProtocolError, Send, Signal
-from node.links import LinkRule
+from controller.experiment import plans
+from controller.experiment.schema import parse_experiment
+from node.kit import create_protocol
+from node.kit.links import LinkRule
+from node.kit.types import Descriptor, EventMsg, LocalProtocolError, RemoteProtocolError, Send, Signal
+from node.protocols.stan.protocol import COLLECTED, LAYER, WALK, StanConfig, weight
 from node.sim import Simulation
 from tests.helpers import spans
 

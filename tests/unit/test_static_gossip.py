@@ -1,4 +1,4 @@
-"""static_gossip (node/core/static_gossip.py): Ferretti's Alg. 2 on a fixed graph, run as real
+"""static_gossip (node/protocols/static_gossip/protocol.py): Ferretti's Alg. 2 on a fixed graph, run as real
 cores over the seeded simulator (ferretti-gossip.md §5.3)."""
 
 import random
@@ -7,11 +7,11 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from controller.topology import pair_stubs
-from node.core import create_protocol
-from node.core.static_gossip import StaticGossipConfig, coin
-from node.core.types import Descriptor
-from node.links import LinkRule
+from controller.experiment.topology import pair_stubs
+from node.kit import create_protocol
+from node.kit.links import LinkRule
+from node.kit.types import Descriptor
+from node.protocols.static_gossip.protocol import StaticGossipConfig, coin
 from node.sim import Simulation
 from tests.helpers import spans
 

@@ -1,4 +1,4 @@
-"""The peers' event loop (node/timely.py): timers fire on time, and I/O still wakes a timed wait."""
+"""The peers' event loop (node/transport/timely.py): timers fire on time, and I/O still wakes a timed wait."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import statistics
 import threading
 import time
 
-from node import timely
+from node.transport import timely
 
 TIMERS = 200
 AHEAD_S = 0.0003

@@ -1,4 +1,4 @@
-"""Static topologies (controller/topology.py) and the plans built on them: several networks in
+"""Static topologies (controller/experiment/topology.py) and the plans built on them: several networks in
 one run, sources among all nodes, the bernoulli workload."""
 
 import math
@@ -6,9 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from controller import plans, topology, workloads
-from controller.config import ExperimentError, parse_experiment
-from controller.datafiles import PlanError
+from controller.experiment import plans, topology, workloads
+from controller.experiment.datafiles import PlanError
+from controller.experiment.schema import ExperimentError, parse_experiment
 
 
 def exp(**sections):

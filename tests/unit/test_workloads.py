@@ -4,9 +4,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from controller import universes, workloads
-from controller.config import ExperimentError, UniverseWorkload, parse_experiment
-from controller.workloads import PlanError
+from controller.experiment import universes, workloads
+from controller.experiment.schema import ExperimentError, UniverseWorkload, parse_experiment
+from controller.experiment.workloads import PlanError
 from tests.conftest import ROOT
 
 
@@ -132,7 +132,7 @@ def test_describe_reports_distributions_and_correlation():
 
 def link_sharing_by_hand(subs):
     """Per node: the set of its first successors and predecessors by ring id, ring by ring."""
-    from node.core.rings import ring_id
+    from node.protocols.poldercast.rings import ring_id
 
     members = {}
     for i, s in enumerate(subs):

@@ -1,7 +1,7 @@
 {{/*
 overlaylab.fullname: the release name, truncated to 40 characters so that pod names
 (<fullname>-churner-<k>) and their DNS labels stay under 63. The Python side
-(controller/hosting.py) names pods and Services the same way.
+(controller/backends/hosting.py) names pods and Services the same way.
 */}}
 {{- define "overlaylab.fullname" -}}
 {{- .Release.Name | trunc 40 | trimSuffix "-" -}}

@@ -1,5 +1,5 @@
 //! The simulator's CYCLON loop, compiled: `node/sim/engine.py`'s event loop carrying
-//! `node/core/cyclon.py` on every node, step for step, so that a run is byte-identical to the
+//! `node/protocols/cyclon/layer.py` on every node, step for step, so that a run is byte-identical to the
 //! Python one (`node/sim/native.py` hands the state over and back; the Python core is the
 //! reference, and tests/unit/test_native.py compares the two on the same seeds).
 //!
@@ -125,7 +125,7 @@ impl Mt {
     }
 }
 
-// --- protobuf size arithmetic (node/transport/codec.py's wire_size) -----------------------------
+// --- protobuf size arithmetic (node/wire/codec.py's wire_size) -----------------------------
 
 pub(crate) fn varint_len(mut v: u64) -> u64 {
     let mut n = 1;
@@ -161,7 +161,7 @@ struct Msg {
     entries: Vec<Entry>,
 }
 
-/// Counter keys, in `node/interpret.py`'s names (export order is first use, as a Counter's).
+/// Counter keys, in `node/kit/interpret.py`'s names (export order is first use, as a Counter's).
 const MSGS_SENT: u8 = 0;
 const BYTES_SENT: u8 = 1;
 const DROPPED_BY_LINK: u8 = 2;

@@ -1,5 +1,5 @@
 //! The simulator's PolderCast loop, compiled: `node/sim/engine.py`'s event loop carrying a
-//! `node/core/poldercast.py` stack (CYCLON, VICINITY and RINGS, each with its own timer, and
+//! `node/protocols/poldercast/protocol.py` stack (CYCLON, VICINITY and RINGS, each with its own timer, and
 //! RingCast: publications, deliveries and their span records) on every node, step for step,
 //! byte-identical to the Python cores (`node/sim/native.py` hands the state over and back;
 //! tests/unit/test_native.py compares the two on the same seeds).
@@ -1508,7 +1508,7 @@ impl PolderEngine {
         settle(self)
     }
 
-    /// The snapshot rows of `nodes` as the JSON lines `controller.rundir.SnapshotLines` writes
+    /// The snapshot rows of `nodes` as the JSON lines `controller.backends.rundir.SnapshotLines` writes
     /// (keys sorted, Python's separators), given the layers' names and each topic as JSON
     /// (`set_json`): a 10,000-node snapshot is tens of megabytes.
     fn snapshot_text(&mut self, nodes: Vec<u32>, t_ns: i64, gossip_ns: i64) -> PyResult<String> {

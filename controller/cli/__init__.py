@@ -1,0 +1,2 @@
+"""``overlaylab``: the command line (``main``), sweeps (``sweep``) and the analytic model against
+simulations (``model``)."""

@@ -1,0 +1,3 @@
+"""Interest-aware gossip over CYCLON (``protocol``: the rule, its config and registration)."""
+
+from . import protocol  # noqa: F401  (registers gossip)
