@@ -41,8 +41,10 @@ CASES = {
     "spidercast-degree-500": ["experiments/spidercast-degree.yaml", "--set", "nodes.count=500"],
     "dps-table1-1000": ["experiments/dps-table1.yaml", "--set", "nodes.count=1000", "--set", "publications.count=200"],
     "dps-crashes-300": ["experiments/dps-crashes.yaml", "--set", "nodes.count=300", "--set", "publications.count=60"],
-    "static-gossip-scalefree": ["experiments/gossip-scalefree.yaml"],
-    "poldercast-e5-churn-500": ["experiments/poldercast-e5-churn.yaml", "--set", "nodes.count=500"],
+    "static-gossip-scalefree-1-network": ["experiments/gossip-scalefree.yaml", "--set", "sim.networks=1",
+                                          "--set", "publications.count=20"],
+    "poldercast-e5-churn-1000": ["experiments/poldercast-e5-churn.yaml", "--set", "nodes.count=1000",
+                                 "--set", "churn.phases.0.nodes=200"],
 }
 FILES = ("traces/spans.parquet", "snapshots.jsonl", "timeline.jsonl", "stats.jsonl")
 CHECKED_RUN = """
