@@ -1,23 +1,11 @@
 """``python -m node --config FILE``: host one or several peers in this process.
 
-The config file (JSON, written by the controller; the same contract on every backend) names the
-run, the protocol and its parameters, the seed, the node ids to host, the trace directory and
-the host to bind. Optional keys:
-
-- ``ports`` / ``control_ports``: fixed ports per node (a restarted peer keeps its addresses);
-- ``control_host``: where the Control listener binds (default 127.0.0.1: only this machine's
-  controller reaches it);
-- ``pki``: a folder with the run's ``ca.pem``, ``peer.pem`` and ``peer.key``: mutual TLS on both
-  listeners and every channel (``node/transport/security.py``);
-- ``state_dir`` (the core is checkpointed there every tick and restored on restart),
-  ``advertise`` (the host name peers use when it differs from the bind host), ``otlp_endpoint``
-  (export spans to a Collector instead of ``trace_dir``), ``refuse_before_join``, ``transport``
-  (the experiment's ``transport`` section, :class:`node.transport.settings.TransportSettings`);
-- ``exit_with_parent``: stop, flushing traces, when stdin reaches end of file (the controller
-  that holds its other end died);
-- ``standby``: load, then wait for a line ``START`` on stdin before starting the peers (and
-  restoring their checkpoints): the controller starts a crashed peer's replacement at once and
-  brings it in at the planned rejoin.
+The config file (JSON, written by the controller; the same contract on every backend) is a
+:class:`node.transport.peer_config.PeerConfig`: the run, the protocol and its parameters, the
+seed, the node ids to host and which life of each it starts, the rejoin rule, where to bind and
+trace, checkpoints, TLS. With ``standby`` the process loads, then waits for a line ``START`` on
+stdin before starting the peers (and restoring their checkpoints): the controller starts a
+crashed peer's replacement at once and brings it in at the planned rejoin.
 
 Each peer gets its own Control server; the Peer service is a server per peer in ``unary`` mode and
 one for the whole process in ``stream`` mode (the peers share its port, the first node's fixed
@@ -52,44 +40,41 @@ from node.kit import protocol_config_class
 from node.kit.plugins import load_plugins
 from node.transport import timely
 from node.transport.host import PeerHost
+from node.transport.peer_config import PeerConfig
 from node.transport.security import Credentials
-from node.transport.settings import TransportSettings
 from node.transport.shell import PeerShell
 
 
-async def serve(cfg: dict) -> None:
-    if cfg.get("standby"):
+async def serve(cfg: PeerConfig) -> None:
+    if cfg.standby:
         start = await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
         if start.strip() != "START":
             return  # the controller went away first
     load_plugins()
-    params = TypeAdapter(protocol_config_class(cfg["protocol"])).validate_python(cfg["params"])
-    state_dir = Path(cfg["state_dir"]) if cfg.get("state_dir") else None
-    credentials = Credentials.load(cfg["pki"], "peer") if cfg.get("pki") else None
+    params = TypeAdapter(protocol_config_class(cfg.protocol)).validate_python(cfg.params)
+    state_dir = Path(cfg.state_dir) if cfg.state_dir and cfg.rejoin == "resume" else None
+    credentials = Credentials.load(cfg.pki, "peer") if cfg.pki else None
     shared: dict = {}
-    transport = TransportSettings(**cfg.get("transport", {}))
-    host = PeerHost(transport, credentials, cfg.get("host", "127.0.0.1"), cfg.get("advertise"))
+    host = PeerHost(cfg.transport, credentials, cfg.host, cfg.advertise)
     shells = [
-        PeerShell(n, cfg["protocol"], params, cfg["seed"], cfg["run_id"],
-                  Path(cfg["trace_dir"]) if cfg.get("trace_dir") else None, cfg.get("host", "127.0.0.1"),
-                  state_dir / f"node-{n}.pickle" if state_dir else None, advertise=cfg.get("advertise"),
-                  otlp_endpoint=cfg.get("otlp_endpoint"), refuse_before_join=cfg.get("refuse_before_join", False),
-                  shared=shared, control_host=cfg.get("control_host", "127.0.0.1"), credentials=credentials,
-                  transport=transport, peer_host=host)
-        for n in cfg["nodes"]
+        PeerShell(n, cfg.protocol, params, cfg.seed, cfg.run_id, Path(cfg.trace_dir) if cfg.trace_dir else None, cfg.host,
+                  state_dir / f"node-{n}.pickle" if state_dir else None, advertise=cfg.advertise,
+                  otlp_endpoint=cfg.otlp_endpoint, refuse_before_join=cfg.refuse_before_join, shared=shared,
+                  control_host=cfg.control_host, credentials=credentials, transport=cfg.transport, peer_host=host,
+                  incarnation=cfg.incarnations.get(n, 0))
+        for n in cfg.nodes
     ]
-    fixed, fixed_control = cfg.get("ports", {}), cfg.get("control_ports", {})
     ports = {}
     for s in shells:
-        key = str(s.node_id)
-        ports[key] = [await s.start(fixed.get(key, 0), fixed_control.get(key, 0)), s.control_port]
+        ports[str(s.node_id)] = [await s.start(cfg.ports.get(s.node_id, 0), cfg.control_ports.get(s.node_id, 0)),
+                                 s.control_port]
     gc.freeze()  # the start-up heap, out of every later collection (see the module's docstring)
     print("READY " + json.dumps(ports), flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    if cfg.get("exit_with_parent"):
+    if cfg.exit_with_parent:
         stdin = sys.stdin.fileno()
 
         def on_stdin() -> None:
@@ -108,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
     with asyncio.Runner(loop_factory=timely.new_event_loop) as runner:
-        runner.run(serve(json.loads(Path(args.config).read_text())))
+        runner.run(serve(PeerConfig.model_validate_json(Path(args.config).read_text())))
 
 
 if __name__ == "__main__":

@@ -96,8 +96,8 @@ def split_image(image: str) -> tuple[str, str]:
 
 def chaos_values(exp: Experiment, plan: plans.Plan, layout) -> dict:
     net = exp.network
-    if plan.churn.events and exp.churn.rejoin == "keep_state":
-        raise ExperimentError("churn.rejoin: keep_state needs the local backend's checkpoints; a deleted pod "
+    if plan.churn.events and exp.churn.rejoin == "resume":
+        raise ExperimentError("churn.rejoin: resume needs the local backend's checkpoints; a deleted pod "
                               "comes back empty: set churn.rejoin: fresh for k8s")
     pod_kill = pod_kill_values(exp, plan) if exp.k8s.churn_faults == "chaos_mesh" else None
     if exp.k8s.network_faults != "chaos_mesh":

@@ -23,12 +23,13 @@ from dataclasses import asdict, dataclass
 
 from controller.experiment import plans
 from controller.experiment.schema import Experiment
+from node.transport.peer_config import PeerConfig
 
 
-def peer_config(exp: Experiment, run_id: str, nodes: list[int], **extra) -> dict:
-    """The peer-process config (``node/__main__.py`` documents the keys in ``extra``)."""
-    return {"run_id": run_id, "protocol": exp.protocol.name, "params": asdict(exp.protocol.params),
-            "seed": exp.seed, "nodes": nodes, "transport": asdict(exp.transport), **extra}
+def peer_config(exp: Experiment, run_id: str, nodes: list[int], **extra) -> PeerConfig:
+    """The peer-process config of ``nodes`` (``extra``: the other fields of :class:`PeerConfig`)."""
+    return PeerConfig(run_id=run_id, protocol=exp.protocol.name, params=asdict(exp.protocol.params), seed=exp.seed,
+                      nodes=nodes, rejoin=exp.churn.rejoin, transport=exp.transport, **extra)
 
 
 def release_name(run_id: str) -> str:

@@ -5,7 +5,7 @@ the churn plan touches gets a process of its own, so a crash is a real SIGKILL o
 graceful leave is ``Control.Leave`` (flush traces) then SIGTERM. A rejoin restarts the process on
 the same port: its replacement is started as soon as the node goes down and waits, imported, for
 the rejoin (a new Python process takes seconds to import on a busy machine, which made rejoins
-that late); with ``churn.rejoin: keep_state`` the peer restores its core from the checkpoint
+that late); with ``churn.rejoin: resume`` the peer restores its core from the checkpoint
 it writes every gossip tick (so even a crashed peer comes back with its views and
 subscriptions), with ``fresh`` it starts empty. The load phase is Locust, headless (or with its
 web UI), as a child process.
@@ -67,6 +67,8 @@ class _LocalRun(Driver):
         self.solo: dict[int, subprocess.Popen] = {}
         self.standby: dict[int, tuple[subprocess.Popen, Path]] = {}
         """Each churning node's next process, loaded and waiting for its rejoin."""
+        self.lives: dict[int, int] = {}
+        """Each churning node's latest process: which life of the node it starts (0: the first)."""
         self.host_of: dict[int, subprocess.Popen] = {}
         """The process that hosts each node now."""
         (rd.path / "peers").mkdir(exist_ok=True)
@@ -76,7 +78,7 @@ class _LocalRun(Driver):
         if self.pki:
             self.credentials = Credentials.load(self.pki, "controller")
         self.state_dir = rd.path / "state"
-        if exp.churn.rejoin == "keep_state" and self.plan.churn.churning:
+        if exp.churn.rejoin == "resume" and self.plan.churn.churning:
             self.state_dir.mkdir(exist_ok=True)
 
     # --- processes --------------------------------------------------------------------------
@@ -87,13 +89,13 @@ class _LocalRun(Driver):
         ``standby``: it waits for ``START`` on its stdin before it starts its peers."""
         rd, ports = self.rd, ports or {}
         cfg = peer_config(self.exp, rd.run_id, nodes, trace_dir=str(rd.traces.resolve()), host="127.0.0.1",
-                          ports={str(k): p for k, (p, _) in ports.items()},
-                          control_ports={str(k): c for k, (_, c) in ports.items()},
+                          ports={k: p for k, (p, _) in ports.items()}, control_ports={k: c for k, (_, c) in ports.items()},
+                          incarnations={k: self.lives[k] for k in nodes if self.lives.get(k)},
                           pki=str(self.pki) if self.pki else None,
                           state_dir=str(self.state_dir.resolve()) if state else None, exit_with_parent=True,
                           standby=standby)
         path = rd.path / "peers" / f"{name}.json"
-        path.write_text(json.dumps(cfg))
+        path.write_text(cfg.model_dump_json())
         log_path = rd.path / "logs" / f"{name}.log"
         with open(log_path, "a") as log:
             proc = subprocess.Popen(
@@ -115,7 +117,7 @@ class _LocalRun(Driver):
 
     async def start_peers(self) -> None:
         churning = self.plan.churn.churning
-        keep = self.exp.churn.rejoin == "keep_state"
+        keep = self.exp.churn.rejoin == "resume"
         stable = [i for i in range(self.n) if i not in churning]
         ppp = self.exp.nodes.peers_per_process
         started = [self._spawn(f"group-{k // ppp}", stable[k:k + ppp]) for k in range(0, len(stable), ppp)]
@@ -136,8 +138,9 @@ class _LocalRun(Driver):
         node is up, so a rejoin costs a process start of tens of milliseconds, not an interpreter's
         seconds on a busy machine."""
         ports = tuple(int(a.rsplit(":", 1)[1]) for a in (self.addrs[node], self.control_addrs[node]))
+        self.lives[node] = self.lives.get(node, 0) + 1
         self.standby[node] = self._spawn(f"node-{node}", [node], {node: ports},
-                                         state=self.exp.churn.rejoin == "keep_state", standby=True)
+                                         state=self.exp.churn.rejoin == "resume", standby=True)
 
     async def take_down(self, node: int, graceful: bool) -> None:
         proc = self.solo[node]

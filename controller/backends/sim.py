@@ -3,7 +3,7 @@
 Time is virtual (seconds from 0); spans go to ``traces/spans.parquet`` in the flat schema that the
 analysis reads (ARCHITECTURE.md, "Traces"), written in chunks so 10K+ peers fit in memory.
 Churn: a crash stops the node (messages to it are lost); a graceful leave lets the core say
-goodbye first; a rejoin reuses the old core (``keep_state``) or builds a new one (``fresh``).
+goodbye first; a rejoin reuses the old core (``resume``) or builds a new one (``fresh``).
 Partitions switch on and off in the link model at their times.
 
 Variants (``sim.variants``): the overlay is built once; just before the first publication the
@@ -33,6 +33,7 @@ from controller.experiment import plans
 from controller.experiment.network import link_model_for_sim
 from controller.experiment.schema import Experiment, ExperimentError, variant_experiment, variant_label
 from node.kit import create_protocol
+from node.kit.rejoin import core_seed
 from node.kit.types import Descriptor
 from node.sim import Simulation, SpanColumns
 from node.sim.engine import paused_gc
@@ -116,8 +117,8 @@ class _SimRun:
         k = self.cores_built.get(i, 0)
         self.cores_built[i] = k + 1
         me = Descriptor(i, sim_addr(i), self.plan.subscriptions[i])
-        seed = f"{exp.seed}:node:{i}" + (f":{k}" if k else "")
-        return create_protocol(exp.protocol.name, me, exp.protocol.params, random.Random(seed), self.sim.shared, str(k))
+        return create_protocol(exp.protocol.name, me, exp.protocol.params, random.Random(core_seed(exp.seed, i, k)),
+                               self.sim.shared, str(k))
 
     def join(self, i: int, contacts: list[int], initial: bool = False) -> None:
         if i in self.alive:

@@ -319,11 +319,11 @@ def cmd_peer(args) -> int:
     layout = _layout(args, exp, plans.render(exp))
     nodes = list(layout.nodes_of(args.pod))
     cfg = peer_config(exp, args.run_id, nodes, host="0.0.0.0", advertise=f"{args.pod}{layout.domain}",
-                      ports={str(n): layout.port + k for k, n in enumerate(nodes)},
-                      control_host="0.0.0.0", control_ports={str(n): layout.control_port + k for k, n in enumerate(nodes)},
+                      ports={n: layout.port + k for k, n in enumerate(nodes)},
+                      control_host="0.0.0.0", control_ports={n: layout.control_port + k for k, n in enumerate(nodes)},
                       pki=args.pki, otlp_endpoint=args.otlp_endpoint, trace_dir=args.trace_dir, refuse_before_join=True)
     fd, path = tempfile.mkstemp(prefix="peer-", suffix=".json")
-    os.write(fd, json.dumps(cfg).encode())
+    os.write(fd, cfg.model_dump_json().encode())
     os.close(fd)
     os.execv(sys.executable, [sys.executable, "-m", "node", "--config", path])
 

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, Union
 import yaml
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Discriminator,
     Field,
@@ -33,6 +34,7 @@ from pydantic import (
 )
 
 from node.kit import dissemination_params, protocol_config_class, protocol_names, protocol_spec
+from node.kit.rejoin import RejoinPolicy
 from node.transport.settings import TransportSettings
 
 
@@ -456,8 +458,10 @@ class Churn(Strict):
     """trace: skip this much of the trace (after scaling)."""
     leave: Literal["crash", "graceful"] = "crash"
     """How nodes go: crash (SIGKILL, no goodbye) or graceful (Leave, then SIGTERM)."""
-    rejoin: Literal["keep_state", "fresh"] = "keep_state"
-    """A node that comes back keeps its state (views, subscriptions) or starts fresh."""
+    rejoin: Annotated[RejoinPolicy, BeforeValidator(lambda v: "resume" if v == "keep_state" else v)] = "resume"
+    """What a node that comes back resumes (the one rule of :mod:`node.kit.rejoin`, on every
+    backend): resume: its state (views, subscriptions) as it went down; fresh: nothing, a new
+    incarnation with a seed of its own and new event ids. (keep_state: resume's former name.)"""
     phases: list[Annotated[Union[FlashCrowd, SharpDrop, Crashes], Field(discriminator="kind")]] = []
     """Flash crowds, sharp drops and crash series on top of the model."""
 

@@ -41,6 +41,7 @@ from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc, peer_pb2
 from node.kit import create_protocol, protocol_spec
 from node.kit.interpret import DROPPED_BY_LINK, SEND_FAILED, EventSpans, SpanRecord, count_sent, event_spans, interpret
 from node.kit.links import LinkModel, LinkRule
+from node.kit.rejoin import core_seed
 from node.kit.stack import Stack
 from node.kit.types import Action, Descriptor, EventMsg, LocalProtocolError, Published, RemoteProtocolError, Send
 from node.transport.channels import Channels
@@ -62,11 +63,14 @@ class PeerShell(control_pb2_grpc.ControlServicer):
                  advertise: str | None = None, otlp_endpoint: str | None = None,
                  refuse_before_join: bool = False, shared: dict | None = None,
                  control_host: str = "127.0.0.1", credentials: Credentials | None = None,
-                 transport: TransportSettings | None = None, peer_host: PeerHost | None = None) -> None:
+                 transport: TransportSettings | None = None, peer_host: PeerHost | None = None,
+                 incarnation: int = 0) -> None:
         self.node_id = node_id
         self.protocol_name = protocol
         self.params = params
         self.seed = seed
+        self.incarnation = incarnation
+        """Which life of the node this peer starts (:mod:`node.kit.rejoin`): its core's seed."""
         self.host = host
         self.advertise = advertise or host
         """The host name other peers reach this one by (a pod's DNS name where ``host`` is 0.0.0.0)."""
@@ -133,9 +137,10 @@ class PeerShell(control_pb2_grpc.ControlServicer):
             self.core.me = Descriptor(self.node_id, self.addr, self.core.me.topics, 0, self.core.me.priorities)
             self.stats["restored_state"] += 1
         else:
-            # A random incarnation: a restarted peer's event ids never repeat its earlier ones.
-            self.core = create_protocol(self.protocol_name, me, self.params, random.Random(f"{self.seed}:node:{self.node_id}"),
-                                        self.shared, secrets.token_hex(4))
+            # The life's own seed (the rejoin rule), and a random tag in its event ids: a peer that
+            # restarts without the controller's knowing (no new life number) never repeats them.
+            rng = random.Random(core_seed(self.seed, self.node_id, self.incarnation))
+            self.core = create_protocol(self.protocol_name, me, self.params, rng, self.shared, secrets.token_hex(4))
         return port
 
     def checkpoint(self) -> None:

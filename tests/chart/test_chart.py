@@ -90,7 +90,7 @@ def test_every_experiment_file_renders_into_values_the_chart_accepts(path, tmp_p
 def test_a_sweep_of_simulations_with_churn_renders(tmp_path):
     """A sweep's values carry no plan: churn that keeps state across rejoins (which pods cannot)
     is fine for simulations swept as an Indexed Job."""
-    exp = load_experiment("experiments/churn-sessions.yaml", ["backend=sim", "churn.rejoin=keep_state"])
+    exp = load_experiment("experiments/churn-sessions.yaml", ["backend=sim", "churn.rejoin=resume"])
     values = tmp_path / "values.yaml"
     values.write_text(sweep_values(exp, "r1", 3, 2))
     done = helm("template", "r1", str(CHART), "-f", str(values), "--namespace", NAMESPACE)
@@ -193,7 +193,7 @@ def test_a_plan_chaos_mesh_cannot_express_is_refused_before_rendering():
     exp = load_experiment("experiments/k8s-churn-delay.yaml", ["network.delay={model: geo}"])
     with pytest.raises(ValueError, match="network.delay"):
         helm_values(exp, plans.render(exp), "x")
-    exp = load_experiment("experiments/k8s-churn-delay.yaml", ["churn.rejoin=keep_state"])
+    exp = load_experiment("experiments/k8s-churn-delay.yaml", ["churn.rejoin=resume"])
     with pytest.raises(ValueError, match="churn.rejoin: fresh"):
         helm_values(exp, plans.render(exp), "x")
     exp = load_experiment("experiments/k8s-pod-kill.yaml", ["churn.leave=graceful"])

@@ -18,7 +18,7 @@ def test_crash_and_rejoin_with_state(tmp_path):
         "publications": {"count": 56, "rate_per_s": 4},
         "network": {"delay": {"ms": 5}, "fidelity_links": 0},
         "churn": {"model": "sessions", "fraction": 0.25, "session": {"distribution": "constant", "mean_s": 6},
-                  "downtime": {"distribution": "constant", "mean_s": 2}, "leave": "crash", "rejoin": "keep_state"},
+                  "downtime": {"distribution": "constant", "mean_s": 2}, "leave": "crash", "rejoin": "resume"},
         "phases": {"warmup_s": 3, "drain_s": 3},
     })
     rd = RunDir.create(exp, tmp_path)

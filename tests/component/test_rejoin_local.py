@@ -1,0 +1,80 @@
+"""The rejoin rule on the local backend: a fresh rejoin starts the node's next life, whose core
+draws from a seed of its own (not its first life's) and publishes under new event ids."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+
+import pytest
+
+from controller.backends.local import LocalRunner
+from controller.backends.rundir import RunDir
+from controller.experiment.schema import parse_experiment
+from node.kit.rejoin import core_seed
+from node.protocols.cyclon.layer import CyclonConfig
+from node.protocols.gossip.protocol import GossipConfig
+from node.transport.shell import PeerShell
+from tests.component.test_local_peers import otlp_spans
+
+pytestmark = pytest.mark.component
+
+
+def first_draws(shell: PeerShell, n: int = 10) -> list[float]:
+    copy = random.Random()
+    copy.setstate(shell.core.rng.getstate())
+    return [copy.random() for _ in range(n)]
+
+
+async def started_shell(tmp_path, incarnation: int) -> PeerShell:
+    shell = PeerShell(4, "gossip", GossipConfig(cyclon=CyclonConfig(view_size=4, shuffle_length=2)), 9, "r",
+                      tmp_path / f"traces-{incarnation}",
+                      incarnation=incarnation)
+    await shell.start()
+    return shell
+
+
+def test_a_peer_s_core_draws_from_its_life_s_own_seed(tmp_path):
+    async def main():
+        lives = [await started_shell(tmp_path, k) for k in (0, 1, 2)]
+        try:
+            return [first_draws(s) for s in lives], [s.core.incarnation for s in lives]
+        finally:
+            await asyncio.gather(*(s.stop() for s in lives))
+    drawn, tags = asyncio.run(main())
+    first_life = random.Random(core_seed(9, 4, 0))
+    assert drawn[0] == [first_life.random() for _ in range(10)]
+    assert drawn[1] != drawn[0] and drawn[2] not in (drawn[0], drawn[1])
+    assert len(set(tags)) == 3
+
+
+def test_a_fresh_rejoin_on_local_starts_the_node_s_next_life(tmp_path):
+    exp = parse_experiment({
+        "name": "fresh", "seed": 2, "backend": "local",
+        "protocol": {"name": "gossip", "params": {"gamma": 1.0, "cyclon": {"view_size": 5, "shuffle_length": 3}}},
+        "nodes": {"count": 8, "peers_per_process": 4, "bootstrap_contacts": 3},
+        "workload": {"topics": 2, "subscriptions": {"min": 1, "max": 2}},
+        "publications": {"count": 40, "rate_per_s": 4, "publisher": "any"},
+        "network": {"delay": {"ms": 5}, "fidelity_links": 0},
+        "churn": {"model": "sessions", "fraction": 0.25, "session": {"distribution": "constant", "mean_s": 4},
+                  "downtime": {"distribution": "constant", "mean_s": 2}, "leave": "crash", "rejoin": "fresh"},
+        "phases": {"warmup_s": 2, "drain_s": 2},
+    })
+    rd = RunDir.create(exp, tmp_path)
+    LocalRunner().run(exp, rd)
+    timeline = [json.loads(line) for line in (rd.path / "timeline.jsonl").read_text().splitlines()]
+    rejoins: dict[int, int] = {}
+    for e in timeline:
+        if e["kind"] == "join" and not e.get("initial"):
+            rejoins[e["node"]] = rejoins.get(e["node"], 0) + 1
+    assert len(rejoins) == 2
+    for node, n in rejoins.items():
+        # the node's last process (its spare, loaded for the rejoin after the last) starts life n + 1
+        cfg = json.loads((rd.path / "peers" / f"node-{node}.json").read_text())
+        assert cfg["incarnations"] == {str(node): n + 1} and cfg["rejoin"] == "fresh" and cfg["state_dir"] is None
+    published = [s["attrs"]["pubsub.event_id"] for s in otlp_spans(rd.traces) if s["name"] == "publish"]
+    assert len(published) == len(set(published))
+    for node in rejoins:  # one tag per life that published: never an earlier life's ids
+        tags = {e.split("-")[1] for e in published if e.startswith(f"{node}-")}
+        assert len(tags) >= 2
