@@ -9,7 +9,7 @@ and CPU time (every run, and the ratio of the fastest of each side) and peak RSS
 
 The baseline is checked out into a temporary git worktree and imported ahead of this tree
 (each run's working directory is its tree: ``python -m`` puts it first on ``sys.path``), with
-this tree's virtual environment.
+this tree's virtual environment; each side runs its own tree's copy of the experiment file.
 """
 
 from __future__ import annotations
@@ -54,7 +54,10 @@ import controller, node
 tree = Path(sys.argv.pop(1)).resolve()
 for m in (controller, node):  # the code that runs must be the tree's own
     assert Path(m.__file__).resolve().is_relative_to(tree), (m.__file__, tree)
-from controller.cli.main import main
+try:
+    from controller.cli.main import main
+except ImportError:  # a tree from before the CLI had a folder of its own
+    from controller.cli import main
 sys.argv[0] = "overlaylab"
 main(["run", *sys.argv[1:]])
 """
@@ -83,7 +86,7 @@ def digest(path: Path) -> str:
 
 def run_case(tree: Path, args: list[str], out: Path) -> dict:
     cmd = ["env", f"PYTHONPATH={tree}", sys.executable, "-c", CHECKED_RUN, str(tree),
-           str(ROOT / args[0]), *args[1:], "--out", str(out), "--no-analyze"]
+           str(tree / args[0]), *args[1:], "--out", str(out), "--no-analyze"]
     r = timed(cmd, cwd=tree)
     r.pop("stdout")
     [run_dir] = [p for p in out.iterdir() if p.is_dir()]
