@@ -1,5 +1,7 @@
 """A protocol a test registers from outside the package, built from the kit alone: flooding
-over a static ring, plus a one-way heartbeat layer (so a one-way message type travels too).
+over a static ring, plus a one-way heartbeat layer (so a one-way message type travels too) whose
+beats are a typed message kind of the toy's own (:class:`Beat`, declared with
+:func:`node.kit.messages.message`: no proto change, and the codec and conformance checks cover it).
 
 Everything a protocol needs is here: its config, its layers and rule, the stack that combines
 them and its registration. ``tests/conftest.py`` imports it, so the conformance suite checks it
@@ -10,9 +12,10 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from node.kit import Dissemination, Layer, ProtocolSpec, Stack, register_protocol
+from node.kit.messages import MaxLen, Range, from_signal, message, to_signal
 from node.kit.types import Action, Descriptor, EventMsg, Message, NodeId, RemoteProtocolError, Send, Signal
 from node.protocols.static_gossip.topology import LAYER as STATIC
 from node.protocols.static_gossip.topology import StaticTopology
@@ -30,27 +33,41 @@ class ToyConfig:
     __pydantic_config__ = {"extra": "forbid"}
 
 
-class Heartbeat(Layer):
-    """Each cycle, a one-way "beat" to every static neighbour; the view is who was heard."""
+@message("toy-heartbeat", "beat")
+class Beat:
+    """A heartbeat: the sender's cycle count, whom it heard last cycle, and whether it is new."""
 
-    name = "heartbeat"
+    sender: Descriptor
+    cycle: Annotated[int, Range(0, 1 << 32)]
+    heard: Annotated[tuple[int, ...], MaxLen(64)]
+    phase: Literal["joining", "steady"]
+
+
+class Heartbeat(Layer):
+    """Each cycle, a one-way :class:`Beat` to every static neighbour; the view is who was heard."""
+
+    name = "toy-heartbeat"
 
     def __init__(self, period_s: float) -> None:
         super().__init__()
         self.period_s = period_s
+        self.cycle = 0
 
     @property
     def period(self) -> float:
         return self.period_s
 
     def tick(self, now: float) -> list[Action]:
-        me = self.stack.me.aged(0)
-        return [Send(n, d.addr, Signal(self.name, "beat", me)) for n, d in self.stack.view(STATIC).items()]
+        self.cycle += 1
+        beat = to_signal(Beat(self.stack.me.aged(0), self.cycle, tuple(sorted(self.view))[:64],
+                              "joining" if self.cycle == 1 else "steady"))
+        return [Send(n, d.addr, beat) for n, d in self.stack.view(STATIC).items()]
 
     def on_message(self, src: NodeId, msg: Message, now: float) -> list[Action]:
-        if not isinstance(msg, Signal) or msg.kind != "beat" or msg.entries:
+        if not isinstance(msg, Signal):
             raise RemoteProtocolError(f"heartbeat layer: unexpected {msg!r}")
-        self.view[src] = msg.sender.aged(0)
+        beat = from_signal(msg)  # RemoteProtocolError for any other kind or a malformed beat
+        self.view[src] = beat.sender.aged(0)
         return []
 
 
