@@ -21,7 +21,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 EXPERIMENT ?= experiments/quickstart.yaml
 BACKEND ?= local
 
-.PHONY: setup run test lint test-unit test-component proto proto-check bench bench-sim bench-load bench-spans bench-peers bench-poldercast bench-spark bench-identity clean \
+.PHONY: setup run test lint docs test-unit test-component proto proto-check bench bench-sim bench-load bench-spans bench-peers bench-poldercast bench-spark bench-identity clean \
 	chart-schema chart-render chart-check image test-image \
 	cluster-build cluster-images cluster-up cluster-down test-cluster bench-cluster \
 	chaos-build chaos-up chaos-down bench-chaos-mesh
@@ -55,7 +55,7 @@ test: setup $(HELM) $(MOTO) $(CHECKOV) $(PSA_CHECK) lint
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist load --durations=15 -m 'not image and not cluster and not alone'
 	$(PY) -m pytest -m alone
 
-# ruff over the project; mypy --strict over the protocol cores (node/core, pyproject.toml).
+# ruff over the project; mypy --strict over the kit and the protocols (node/kit, node/protocols; pyproject.toml).
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
@@ -101,6 +101,10 @@ $(CHECKOV):
 $(PSA_CHECK): k8s/psa/main.go k8s/psa/go.mod k8s/psa/go.sum
 	@mkdir -p .cache
 	cd k8s/psa && CGO_ENABLED=0 go build -trimpath -o ../../$(PSA_CHECK) .
+
+# The reference pages generated from the experiment schema (docs/reference/).
+docs: setup
+	$(VENV)/bin/overlaylab schema --markdown docs/reference
 
 chart-schema: setup
 	$(PY) -c 'from controller.backends.helm import write_values_schema; write_values_schema()'

@@ -8,7 +8,7 @@
     overlaylab synthetic OUT --spans N       a synthetic run of about N spans (to try the analysis at scale)
     overlaylab workload FILE [--json]        the workload's distributions, correlation and ring-link sharing
     overlaylab validate FILE [--set ...]     check a file without running it
-    overlaylab schema                        the experiment file's JSON Schema
+    overlaylab schema [--markdown DIR]       the experiment file's JSON Schema (or its reference pages)
     overlaylab helm-values FILE [--run-id ID] [--sweep]  the chart's values for an experiment (k8s backend)
 
 Inside a cluster or container network (what the chart's pods run):
@@ -282,7 +282,16 @@ def cmd_validate(args) -> int:
 
 
 def cmd_schema(args) -> int:
-    print(json.dumps(experiment_schema(), indent=2))
+    if args.markdown:
+        from controller.cli.reference import pages
+        from node.kit import builtin_protocols
+
+        args.markdown.mkdir(parents=True, exist_ok=True)
+        for name, text in pages(builtin_protocols()).items():
+            (args.markdown / name).write_text(text)
+            print(args.markdown / name)
+    else:
+        print(json.dumps(experiment_schema(), indent=2))
     return 0
 
 
@@ -444,6 +453,8 @@ def build_parser() -> argparse.ArgumentParser:
     validate.set_defaults(fn=cmd_validate)
 
     schema = sub.add_parser("schema", help="print the experiment file's JSON Schema")
+    schema.add_argument("--markdown", type=Path, metavar="DIR",
+                        help="write the reference pages into DIR instead (docs/reference: make docs)")
     schema.set_defaults(fn=cmd_schema)
 
     values = sub.add_parser("helm-values", help="render the chart's values from an experiment file")

@@ -3,7 +3,7 @@
 Every field has a default and a one-line description (the attribute docstring, which also lands
 in the JSON Schema printed by ``overlaylab schema``). Unknown keys and wrong types are errors
 that name the field's path and what was expected. Protocol parameters come from the protocol's
-own config dataclass in ``node/core`` (one source of truth), chosen by ``protocol.name``.
+own config dataclass in its folder under ``node/protocols`` (one source of truth), chosen by ``protocol.name``.
 """
 
 from __future__ import annotations

@@ -77,7 +77,7 @@ class PolderCastConfig:
     "nearest_first" = the nearest to the partner's id on each common ring first (each common
     topic's first successor and predecessor of the partner, then the second ones), ties at
     random; "random" = a uniform sample (the spec's choice). Nearest first reaches 99% complete
-    rings in E1 3 to 12.5 cycles sooner at 2,000 nodes (docs/protocols.md)."""
+    rings in E1 3 to 12.5 cycles sooner at 2,000 nodes (docs/protocols/)."""
 
     __pydantic_config__ = {"extra": "forbid"}
 
