@@ -22,13 +22,18 @@ import yaml
 
 from controller.backends.hosting import pod_layout, release_name
 from controller.experiment import plans
-from controller.experiment.schema import ConstantDelay, Experiment, ExperimentError, dump_experiment, experiment_schema
+from controller.experiment.dynamics import ConstantDelay
+from controller.experiment.schema import Experiment, ExperimentError, dump_experiment, experiment_schema
 from node.kit import builtin_protocols
 
-CHART = Path(__file__).resolve().parent.parent / "helm" / "overlaylab"
+CHART = Path(__file__).resolve().parents[2] / "helm" / "overlaylab"
 
 
 def helm_values(exp: Experiment, plan: plans.Plan, run_id: str) -> str:
+    if exp.protocol.name not in builtin_protocols():
+        raise ExperimentError(f"protocol.name: {exp.protocol.name!r} is registered from outside the package, and the "
+                              f"image carries the built-in protocols only ({', '.join(builtin_protocols())}): "
+                              "run it on sim or local")
     release = release_name(run_id)
     layout = pod_layout(exp, plan, release)
     p = exp.publications

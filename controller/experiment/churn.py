@@ -29,7 +29,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from controller.experiment.datafiles import PlanError, data_lines
-from controller.experiment.schema import Churn, Crashes, Experiment, FlashCrowd, Lengths, SharpDrop
+from controller.experiment.dynamics import Churn, Crashes, FlashCrowd, Lengths, SharpDrop
+from controller.experiment.schema import Experiment
 
 
 @dataclass(frozen=True, order=True, slots=True)

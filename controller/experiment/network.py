@@ -16,7 +16,8 @@ from statistics import NormalDist
 import numpy as np
 
 from controller.experiment.datafiles import PlanError, data_lines
-from controller.experiment.schema import ConstantDelay, DistributionDelay, Experiment, GeoDelay, MatrixDelay
+from controller.experiment.dynamics import ConstantDelay, DistributionDelay, GeoDelay, MatrixDelay
+from controller.experiment.schema import Experiment
 from node.kit.links import LinkRule
 
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from controller.experiment import churn, content_workloads, topology, workloads
 from controller.experiment.datafiles import PlanError
 from controller.experiment.network import NetworkPlan
-from controller.experiment.schema import ContentWorkload, Experiment
+from controller.experiment.population import ContentWorkload
+from controller.experiment.schema import Experiment
 from node.protocols.dps.content import format_event
 
 __all__ = ["Plan", "PlanError", "Publication", "Step", "render", "schedule"]

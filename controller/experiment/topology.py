@@ -20,7 +20,8 @@ import networkx as nx
 import numpy as np
 
 from controller.experiment.datafiles import PlanError, data_lines
-from controller.experiment.schema import AclTopology, ConfigurationTopology, Experiment, PoissonTopology, SmallWorldTopology
+from controller.experiment.population import AclTopology, ConfigurationTopology, PoissonTopology, SmallWorldTopology
+from controller.experiment.schema import Experiment
 
 Adjacency = list[list[int]]
 

@@ -18,10 +18,9 @@ import numpy as np
 
 from controller.experiment import content_workloads, universes
 from controller.experiment.datafiles import PlanError, data_lines
-from controller.experiment.schema import (
+from controller.experiment.population import (
     BernoulliWorkload,
     ContentWorkload,
-    Experiment,
     SocialWorkload,
     SpiderCastWorkload,
     StanGridWorkload,
@@ -30,6 +29,7 @@ from controller.experiment.schema import (
     UniverseWorkload,
     ZipfWorkload,
 )
+from controller.experiment.schema import Experiment
 from node.protocols.dps.content import format_filter
 
 Subscriptions = list[frozenset[str]]

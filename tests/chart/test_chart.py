@@ -17,6 +17,7 @@ from controller.backends.hosting import pod_layout, release_name
 from controller.cli.sweep import points
 from controller.experiment import plans
 from controller.experiment.schema import ExperimentError, load_experiment
+from node.kit import builtin_protocols
 from tests.chart.render import NAMESPACE, golden, helm, render, scenarios
 from tests.k8s_schemas import validate
 
@@ -76,6 +77,10 @@ def test_every_experiment_file_renders_into_values_the_chart_accepts(path, tmp_p
     users meet first."""
     overrides = ["backend=k8s", "churn.rejoin=fresh", "sim.variants=[]", "sim.networks=1"]
     as_written = load_experiment(path)
+    if as_written.protocol.name not in builtin_protocols():  # a plugin (the toy protocol): not in the image
+        with pytest.raises(ExperimentError, match="image carries the built-in protocols only"):
+            helm_values(load_experiment(path, overrides), plans.render(as_written), "r1")
+        return
     if as_written.nodes.contacts == "all" and as_written.nodes.count > 257:
         with pytest.raises(ExperimentError, match="nodes.contacts: all .* at most 257 nodes"):
             load_experiment(path, overrides)  # every node to every node: too many contacts for a join

@@ -4,7 +4,8 @@ import statistics
 import pytest
 
 from controller.experiment import churn
-from controller.experiment.schema import Lengths, parse_experiment
+from controller.experiment.dynamics import Lengths
+from controller.experiment.schema import parse_experiment
 from controller.experiment.workloads import PlanError
 
 

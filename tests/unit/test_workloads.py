@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from controller.experiment import universes, workloads
-from controller.experiment.schema import ExperimentError, UniverseWorkload, parse_experiment
+from controller.experiment.population import UniverseWorkload
+from controller.experiment.schema import ExperimentError, parse_experiment
 from controller.experiment.workloads import PlanError
 from tests.conftest import ROOT
 

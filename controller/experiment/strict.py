@@ -1,0 +1,25 @@
+"""The base of every section of the experiment schema: unknown keys refused, attribute
+docstrings as field descriptions, values frozen; and the tagged unions of sections by ``model``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Tag
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+
+
+def by_model(default: str) -> Discriminator:
+    """Discriminate a union on ``model``, which may be left out for the default model."""
+    def tag(value) -> str:
+        return value.get("model", default) if isinstance(value, dict) else getattr(value, "model", default)
+    return Discriminator(tag)
+
+
+def tagged(*models: type[Strict]) -> tuple:
+    """Each model tagged with its ``model`` literal, for :func:`by_model`."""
+    return tuple(Annotated[m, Tag(m.model_fields["model"].annotation.__args__[0])] for m in models)
