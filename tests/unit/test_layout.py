@@ -4,6 +4,7 @@ included), and the folders the architecture names."""
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
 import networkx as nx
@@ -73,3 +74,22 @@ def test_each_protocol_has_a_folder_of_its_own_with_its_registration():
     for name in builtin_protocols():
         module = protocol_spec(name).build.__module__
         assert module.startswith("node.protocols.") and module.count(".") == 3, (name, module)
+
+
+def test_a_protocol_registered_from_tests_needs_nothing_else():
+    """tests/toy_protocol.py (registered by tests/conftest.py, as a plugin) with a message kind of
+    its own: the experiment schema takes it, its kind is declared, and nothing generated from the
+    built-in protocols (the chart's values.schema.json, docs/reference/) depends on it, so no file
+    outside its own module has to change. The conformance suite runs it (test_conformance*.py)."""
+    from controller.backends.helm import values_schema
+    from controller.cli.reference import pages
+    from controller.experiment.schema import parse_experiment
+    from node.kit import builtin_protocols, protocol_names
+    from node.kit.messages import declared_kinds
+    from tests import toy_protocol
+
+    assert toy_protocol.NAME in protocol_names() and toy_protocol.NAME not in builtin_protocols()
+    assert parse_experiment({"protocol": {"name": toy_protocol.NAME, "params": {"cycle_ms": 500}}}).protocol.params.cycle_ms == 500
+    assert ("toy-heartbeat", "beat") in {(k.layer, k.name) for k in declared_kinds()}
+    assert toy_protocol.NAME not in json.dumps(values_schema())
+    assert all(toy_protocol.NAME not in text for text in pages(builtin_protocols()).values())
