@@ -59,15 +59,15 @@ SpiderCast's full membership)."""
 
 
 def one_per_module(names: list[str]) -> list[str]:
-    """A protocol of each protocol module among ``names``: the one named after its module where
-    there is one. SpiderCast's comparison overlays run its module's code with other selection
+    """A protocol of each protocol module among ``names``: the one named after its module or its
+    folder where there is one. SpiderCast's comparison overlays run its module's code with other selection
     rules, so the slow end-to-end checks run one of them; the unit suite runs every protocol."""
     from node.kit import protocol_spec
 
     by_module: dict[str, list[str]] = {}
     for name in names:
         by_module.setdefault(protocol_spec(name).build.__module__, []).append(name)
-    return sorted(next((n for n in group if module.rpartition(".")[2] == n), group[0])
+    return sorted(next((n for n in group if n in module.split(".")), group[0])
                   for module, group in by_module.items())
 
 

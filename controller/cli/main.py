@@ -149,7 +149,7 @@ def cmd_crosscheck(args) -> int:
 
 
 def cmd_model(args) -> int:
-    from controller.cli.main import model
+    from controller.cli import model
 
     results = Path(args.results) if args.results else None
     grid, rows = model.model_table(args.file, args.set or [], results)

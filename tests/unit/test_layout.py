@@ -93,3 +93,12 @@ def test_a_protocol_registered_from_tests_needs_nothing_else():
     assert ("toy-heartbeat", "beat") in {(k.layer, k.name) for k in declared_kinds()}
     assert toy_protocol.NAME not in json.dumps(values_schema())
     assert all(toy_protocol.NAME not in text for text in pages(builtin_protocols()).values())
+
+
+def test_the_slow_end_to_end_checks_run_each_folder_s_own_protocol():
+    """tests/helpers.one_per_module picks, per protocol module, the protocol named after its folder."""
+    from node.kit import builtin_protocols
+    from tests.helpers import one_per_module
+
+    folders = {p.name for p in (ROOT / "node" / "protocols").iterdir() if (p / "protocol.py").exists()}
+    assert one_per_module(builtin_protocols()) == sorted(folders)
