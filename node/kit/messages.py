@@ -8,11 +8,20 @@ A protocol declares each kind of message one of its layers sends as a small data
   of strings: one value, its index among them;
 - ``tuple[Descriptor, ...]``, ``tuple[str, ...]``, ``tuple[int, ...]``: the items in entries,
   topics or values, their count first among the values;
-- ``X | None`` of one of those: a value 0 or 1, then the item if present.
+- ``X | None`` of one of those: a value 0 or 1, then the item if present;
+- a :func:`record` (a group of fields, such as a reference to a group of nodes), as one, a
+  tuple or ``| None``: its own fields, in place, as if the message declared them there;
+- a tuple marked :class:`Rest`: the rest of its slot, without a count (one item more or less
+  is then well-formed); marked :class:`SameLen`: as many items as an earlier tuple, without a
+  count.
+
+The slots (entries, topics, values) fill independently, so a kind can match a layout chosen
+before it was typed, value for value.
 
 The checks that decoding applies come from the types, narrowed with ``Annotated``:
 :class:`Range` for an int (default: any int64), :class:`MaxLen` for a string or a tuple
-(defaults: :data:`MAX_TEXT` and :data:`MAX_ITEMS`). Anything a correct peer never sends (a
+(defaults: :data:`MAX_TEXT` and :data:`MAX_ITEMS`; a tuple's items take their own bounds,
+``tuple[Annotated[str, MaxLen(8)], ...]``). Anything a correct peer never sends (a
 missing or extra item, a bound crossed, an unknown enum value) raises
 :class:`RemoteProtocolError`, which drivers count as malformed. The round trip, and the refusal
 of malformed signals, is tested for every declared kind (tests/unit/test_messages.py), with
@@ -57,16 +66,47 @@ class MaxLen:
 
 
 @dataclass(frozen=True)
+class Rest:
+    """A tuple field that takes the rest of its slot's items, without a count: the last field
+    to use that slot."""
+
+
+@dataclass(frozen=True)
+class SameLen:
+    """A tuple field with as many items as the earlier tuple field ``of``, without a count."""
+
+    of: str
+
+
+Slot = Literal["entry", "value", "topic", "enum", "bool", "record"]
+Shape = Literal["one", "many", "maybe", "rest", "same"]
+_STREAM = {"entry": "entries", "topic": "topics", "value": "values", "enum": "values", "bool": "values"}
+
+
+@dataclass(frozen=True)
 class _Field:
-    """How one field travels: its slot (entry, value, topic, enum), shape and bound."""
+    """How one field travels: its slot (entry, value, topic, enum, bool, or a record's fields),
+    shape and bound."""
 
     name: str
-    slot: Literal["entry", "value", "topic", "enum", "bool"]
-    shape: Literal["one", "many", "maybe"]
+    slot: Slot
+    shape: Shape
     choices: tuple[str, ...] = ()
     lo: int = INT64[0]
     hi: int = INT64[1]
     max_len: int = MAX_TEXT
+    """A string's most characters."""
+    max_items: int = MAX_ITEMS
+    """A tuple's most items."""
+    same_as: str = ""
+    record: type | None = None
+    sub: tuple[_Field, ...] = ()
+
+    @property
+    def streams(self) -> set[str]:
+        """The signal's slots this field occupies (a count or presence is a value)."""
+        out = set().union(*(f.streams for f in self.sub)) if self.slot == "record" else {_STREAM[self.slot]}
+        return out | ({"values"} if self.shape in ("many", "maybe") else set())
 
 
 @dataclass(frozen=True)
@@ -104,7 +144,7 @@ def message(layer: str, name: str) -> Callable[[type[_T]], type[_T]]:
         names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
         if not names or names[0] != "sender" or hints["sender"] is not Descriptor:
             raise TypeError(f"message {cls.__name__}: the first field must be 'sender: Descriptor'")
-        spec = Kind(layer, name, cls, tuple(_field(n, hints[n]) for n in names[1:]))
+        spec = Kind(layer, name, cls, _fields(cls, names[1:], hints))
         if _kinds.get((layer, name), spec).cls.__qualname__ != cls.__qualname__:
             raise TypeError(f"message kind {layer}/{name} is declared twice")
         _kinds[(layer, name)] = spec
@@ -114,16 +154,42 @@ def message(layer: str, name: str) -> Callable[[type[_T]], type[_T]]:
     return declare
 
 
-def _field(name: str, hint: Any) -> _Field:
-    lo, hi, max_len = INT64[0], INT64[1], None
+@dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field,))
+def record(cls: type[_T]) -> type[_T]:
+    """Declare a record: a group of fields that travels inside messages (its fields in the
+    same slots, in order, as if the message declared them where it holds the record)."""
+    cls = dataclass(slots=True, unsafe_hash=True)(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
+    cls._record_fields = _fields(cls, [f.name for f in dataclasses.fields(cls)], hints)  # type: ignore[arg-type, attr-defined]
+    return cls
+
+
+def _fields(cls: type, names: list[str], hints: dict[str, Any]) -> tuple[_Field, ...]:
+    out: list[_Field] = []
+    closed: set[str] = set()  # slots a Rest field has taken to the end
+    for n in names:
+        f = _field(n, hints[n])
+        if f.streams & closed:
+            raise TypeError(f"{cls.__name__}.{n}: after a Rest field of slot {sorted(f.streams & closed)}")
+        if f.shape == "same" and not any(g.name == f.same_as and g.shape in ("many", "rest", "same") for g in out):
+            raise TypeError(f"{cls.__name__}.{n}: SameLen({f.same_as!r}) names no earlier tuple field")
+        if f.shape == "rest":
+            closed |= f.streams
+        out.append(f)
+    return tuple(out)
+
+
+def _bounds(hint: Any) -> tuple[Any, list[Any]]:
+    """A hint without its ``Annotated`` wrapper, and the wrapper's extras."""
     if get_origin(hint) is typing.Annotated:
         hint, *extras = get_args(hint)
-        for x in extras:
-            if isinstance(x, Range):
-                lo, hi = x.lo, x.hi
-            elif isinstance(x, MaxLen):
-                max_len = x.n
-    shape: Literal["one", "many", "maybe"] = "one"
+        return hint, extras
+    return hint, []
+
+
+def _field(name: str, hint: Any) -> _Field:
+    hint, extras = _bounds(hint)
+    shape: Shape = "one"
     origin = get_origin(hint)
     if origin in (types.UnionType, typing.Union):
         present = [a for a in get_args(hint) if a is not type(None)]
@@ -134,46 +200,87 @@ def _field(name: str, hint: Any) -> _Field:
         args = get_args(hint)
         if len(args) != 2 or args[1] is not Ellipsis:
             raise TypeError(f"field {name}: tuples are tuple[X, ...]")
-        hint, shape = args[0], "many"
-    limit = max_len if max_len is not None else MAX_ITEMS if shape == "many" else MAX_TEXT
+        size = next((x for x in extras if isinstance(x, (Rest, SameLen))), None)
+        shape = "rest" if isinstance(size, Rest) else "same" if isinstance(size, SameLen) else "many"
+        same = size.of if isinstance(size, SameLen) else ""
+        items = next((x.n for x in extras if isinstance(x, MaxLen)), MAX_ITEMS)
+        item, item_extras = _bounds(args[0])  # an item's own bounds: tuple[Annotated[str, MaxLen(8)], ...]
+        return dataclasses.replace(_scalar(name, item, shape, item_extras), max_items=items, same_as=same)
+    if any(isinstance(x, (Rest, SameLen)) for x in extras):
+        raise TypeError(f"field {name}: Rest and SameLen are for tuples")
+    return _scalar(name, hint, shape, extras)
+
+
+def _scalar(name: str, hint: Any, shape: Shape, extras: list[Any]) -> _Field:
+    lo, hi = next(((x.lo, x.hi) for x in extras if isinstance(x, Range)), INT64)
+    text = next((x.n for x in extras if isinstance(x, MaxLen)), MAX_TEXT)
+    sub: tuple[_Field, ...] | None = getattr(hint, "_record_fields", None)
+    if sub is not None:
+        if shape in ("rest", "same"):
+            raise TypeError(f"field {name}: a record cannot be Rest or SameLen")
+        return _Field(name, "record", shape, record=hint, sub=sub)
     if hint is Descriptor:
-        return _Field(name, "entry", shape, max_len=limit)
+        return _Field(name, "entry", shape)
     if hint is bool:
-        return _Field(name, "bool", shape, max_len=limit)
+        return _Field(name, "bool", shape)
     if hint is int:
-        return _Field(name, "value", shape, lo=lo, hi=hi, max_len=limit)
+        return _Field(name, "value", shape, lo=lo, hi=hi)
     if hint is str:
-        return _Field(name, "topic", shape, max_len=limit)
+        return _Field(name, "topic", shape, max_len=text)
     if get_origin(hint) is Literal and all(isinstance(c, str) for c in get_args(hint)):
-        return _Field(name, "enum", shape, choices=get_args(hint), max_len=limit)
+        return _Field(name, "enum", shape, choices=get_args(hint))
     raise TypeError(f"field {name}: {hint!r} cannot travel (Descriptor, int, bool, str, a Literal of strings, "
-                    "a tuple of Descriptor, int or str, or one of these | None)")
+                    "a @record, a tuple of one of these, or one of these | None)")
+
+
+class _Writer:
+    """A signal's slots as a message's fields fill them, and where each value came from."""
+
+    def __init__(self) -> None:
+        self.slots: dict[str, list[Any]] = {"entries": [], "topics": [], "values": []}
+        self.marks: list[tuple[int, _Field, str]] = []
+        """(index among the values, field, role: presence, count or item)."""
+        self.rests: dict[str, tuple[_Field, int]] = {}
+        """Per slot, its Rest field and how many items it took."""
+
+    def value(self, f: _Field, role: str, v: int) -> None:
+        self.marks.append((len(self.slots["values"]), f, role))
+        self.slots["values"].append(v)
+
+    def write(self, fields: tuple[_Field, ...], obj: Any) -> None:
+        for f in fields:
+            v = getattr(obj, f.name)
+            if f.shape == "maybe":
+                self.value(f, "presence", int(v is not None))
+                if v is None:
+                    continue
+            items: tuple[Any, ...] = v if f.shape in ("many", "rest", "same") else (v,)
+            if f.shape == "many":
+                self.value(f, "count", len(items))
+            elif f.shape == "rest":
+                self.rests[_STREAM[f.slot]] = (f, len(items))
+            elif f.shape == "same" and len(items) != len(getattr(obj, f.same_as)):
+                raise ValueError(f"{f.name}: {len(items)} items, {f.same_as} has {len(getattr(obj, f.same_as))}")
+            for x in items:
+                if f.slot == "record":
+                    self.write(f.sub, x)
+                elif f.slot in ("entry", "topic"):
+                    self.slots[_STREAM[f.slot]].append(x)
+                else:
+                    self.value(f, "item", f.choices.index(x) if f.slot == "enum" else int(x))
+
+
+def _written(msg: Any) -> _Writer:
+    w = _Writer()
+    w.write(type(msg)._kind.fields, msg)
+    return w
 
 
 def to_signal(msg: Any) -> Signal:
     """A typed message as the signal that carries it."""
     spec: Kind = type(msg)._kind
-    entries: list[Descriptor] = []
-    topics: list[str] = []
-    values: list[int] = []
-    for f in spec.fields:
-        v = getattr(msg, f.name)
-        if f.shape == "maybe":
-            values.append(int(v is not None))
-            if v is None:
-                continue
-        items: tuple[Any, ...] = v if f.shape == "many" else (v,)
-        if f.shape == "many":
-            values.append(len(items))
-        if f.slot == "entry":
-            entries.extend(items)
-        elif f.slot == "topic":
-            topics.extend(items)
-        elif f.slot == "enum":
-            values.extend(f.choices.index(x) for x in items)
-        else:
-            values.extend(int(x) for x in items)
-    return Signal(spec.layer, spec.name, msg.sender, tuple(entries), tuple(topics), tuple(values))
+    s = _written(msg).slots
+    return Signal(spec.layer, spec.name, msg.sender, tuple(s["entries"]), tuple(s["topics"]), tuple(s["values"]))
 
 
 class _Cursor:
@@ -186,6 +293,9 @@ class _Cursor:
         self.at += n
         return self.items[self.at - n:self.at]
 
+    def left(self) -> int:
+        return len(self.items) - self.at
+
     def done(self) -> None:
         if self.at != len(self.items):
             raise RemoteProtocolError(f"{len(self.items) - self.at} {self.what} too many")
@@ -194,29 +304,42 @@ class _Cursor:
 def from_signal(sig: Signal) -> Any:
     """The typed message a signal carries; RemoteProtocolError for anything malformed."""
     spec = kind_of(sig.layer, sig.kind)
-    cursors = {"entry": _Cursor(sig.entries, "entries"), "topic": _Cursor(sig.topics, "topics"),
-               "value": _Cursor(sig.values, "values")}
-    values = cursors["value"]
-    out: dict[str, Any] = {"sender": sig.sender}
-    for f in spec.fields:
-        where = f"{spec.layer}/{spec.name}.{f.name}"
+    cursors = {"entries": _Cursor(sig.entries, "entries"), "topics": _Cursor(sig.topics, "topics"),
+               "values": _Cursor(sig.values, "values")}
+    out = _read(spec.fields, cursors, f"{spec.layer}/{spec.name}")
+    for c in cursors.values():
+        c.done()
+    return spec.cls(sender=sig.sender, **out)
+
+
+def _read(fields: tuple[_Field, ...], cursors: dict[str, _Cursor], where: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    values = cursors["values"]
+    for f in fields:
+        at = f"{where}.{f.name}"
         if f.shape == "maybe":
             present = values.take()[0]
             if present not in (0, 1):
-                raise RemoteProtocolError(f"{where}: presence {present}")
+                raise RemoteProtocolError(f"{at}: presence {present}")
             if not present:
                 out[f.name] = None
                 continue
         n = 1
         if f.shape == "many":
             n = values.take()[0]
-            if not 0 <= n <= f.max_len:
-                raise RemoteProtocolError(f"{where}: {n} items (at most {f.max_len})")
-        items = cursors["value" if f.slot in ("enum", "bool") else f.slot].take(n)
-        out[f.name] = tuple(_check(f, x, where) for x in items) if f.shape == "many" else _check(f, items[0], where)
-    for c in cursors.values():
-        c.done()
-    return spec.cls(**out)
+        elif f.shape == "rest":
+            n = cursors[_STREAM[f.slot]].left()
+        elif f.shape == "same":
+            n = len(out[f.same_as])
+        if f.shape in ("many", "rest") and not 0 <= n <= f.max_items:
+            raise RemoteProtocolError(f"{at}: {n} items (at most {f.max_items})")
+        if f.slot == "record":
+            assert f.record is not None
+            items = tuple(f.record(**_read(f.sub, cursors, at)) for _ in range(n))
+        else:
+            items = tuple(_check(f, x, at) for x in cursors[_STREAM[f.slot]].take(n))
+        out[f.name] = items if f.shape in ("many", "rest", "same") else items[0]
+    return out
 
 
 def _check(f: _Field, x: Any, where: str) -> Any:
@@ -237,32 +360,47 @@ def _check(f: _Field, x: Any, where: str) -> Any:
 
 def malformed(spec: Kind, good: Signal) -> Iterator[Signal]:
     """Signals a correct peer never sends, derived from a well-formed one of kind ``spec``: an
-    item missing or extra in each slot, and each bound of each field crossed."""
+    item missing or extra in each slot (where a Rest field would not take it in), and each
+    bound of each field crossed."""
+    w = _written(from_signal(good))
     for slot in ("entries", "topics", "values"):
         items = getattr(good, slot)
+        rest, n = w.rests.get(slot, (None, 0))
         extra = {"entries": good.sender, "topics": "x", "values": 0}[slot]
-        fewer, more = ([items[:-1]] if items else []), (*items, extra)
-        for changed in (*fewer, more):
-            yield Signal(good.layer, good.kind, good.sender, **{**_slots(good), slot: changed})
-    # each field's bounds, one at a time, on the values it occupies in ``good``
-    at = 0
-    msg = from_signal(good)
-    for f in spec.fields:
-        v = getattr(msg, f.name)
-        if f.shape == "maybe":
-            yield _with_value(good, at, 2)
-            at += 1
-            if v is None:
-                continue
-        if f.shape == "many":
-            yield _with_value(good, at, f.max_len + 1)
-            at += 1
-        n = len(v) if f.shape == "many" else 1
-        if f.slot in ("enum", "bool", "value") and n:
-            bad = _outside(f)
-            if bad is not None:
-                yield _with_value(good, at, bad)
-            at += n
+        changed = []
+        if items and (rest is None or n == 0):
+            changed.append(items[:-1])
+        if rest is None or n == rest.max_items:
+            changed.append((*items, extra))
+        for c in changed:
+            yield Signal(good.layer, good.kind, good.sender, **{**_slots(good), slot: c})
+    for i, f, role in w.marks:
+        bad = 2 if role == "presence" else f.max_items + 1 if role == "count" else _outside(f)
+        if bad is not None:
+            yield _with_value(good, i, bad)
+
+
+def example(spec: Kind, sender: Descriptor) -> Any:
+    """A well-formed message of kind ``spec`` from ``sender`` (one item per tuple, each value
+    at its lower bound), for kinds a test run did not happen to send."""
+    def values(fields: tuple[_Field, ...]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields:
+            one: Any = {"entry": sender, "bool": False, "topic": "x", "value": max(f.lo, min(0, f.hi))}.get(f.slot)
+            if f.slot == "enum":
+                one = f.choices[0]
+            elif f.slot == "record":
+                assert f.record is not None
+                one = f.record(**values(f.sub))
+            out[f.name] = tuple(one for _ in out[f.same_as]) if f.shape == "same" else (one,) if f.shape in ("many", "rest") else one
+        return out
+    return spec.cls(sender=sender, **values(spec.fields))
+
+
+def fully_open(spec: Kind) -> bool:
+    """Whether every slot of ``spec`` ends in a Rest field (then an item more or less may be
+    well-formed everywhere, and ``malformed`` may find nothing to offer)."""
+    return {_STREAM[f.slot] for f in spec.fields if f.shape == "rest"} == {"entries", "topics", "values"}
 
 
 def _slots(sig: Signal) -> dict[str, tuple[Any, ...]]:

@@ -11,7 +11,9 @@ from node.kit import create_protocol
 from node.kit.links import LinkRule
 from node.kit.types import Descriptor, LocalProtocolError, RemoteProtocolError, Signal
 from node.protocols.dps.content import format_event, parse_filter
-from node.protocols.dps.protocol import DOWN, LAYER, DpsConfig
+from node.protocols.dps.protocol import LAYER, DpsConfig
+
+DOWN = 0
 from node.protocols.dps.semantic_tree import SemanticTree
 from node.sim import Simulation
 from tests.helpers import spans

@@ -1,14 +1,13 @@
-"""DPS's group references and node-side group state, and the signal fields that carry them
-(node/protocols/dps/protocol.py uses them; spec ../shared/design/protocols/dps.md §3)."""
+"""DPS's group references and node-side group state (node/protocols/dps/protocol.py uses them;
+spec ../shared/design/protocols/dps.md §3; how a reference travels: messages.Group)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from node.kit.types import Descriptor, Message, NodeId, Signal
-from node.protocols.dps.content import Constraint, Subscription, parse_canon
+from node.kit.types import Descriptor, NodeId
+from node.protocols.dps.content import Constraint, Subscription
 
 
 def tree_key(name: str, kind: str) -> str:
@@ -36,72 +35,6 @@ class GroupRef:
         return (self.leader, *self.backups)
 
 
-class Pack:
-    """The fields of a signal, group references among them, written in order."""
-
-    def __init__(self, *topics: str) -> None:
-        self.topics: list[str] = list(topics)
-        self.entries: list[Descriptor] = []
-        self.values: list[int] = []
-
-    def v(self, *values: int) -> Pack:
-        self.values += values
-        return self
-
-    def ref(self, r: GroupRef) -> Pack:
-        self.topics += [r.gid, r.label.canon()]
-        self.values += [r.seq, r.epoch, len(r.backups)]
-        self.entries += [r.leader, *r.backups]
-        return self
-
-    def refs(self, rs: Iterable[GroupRef]) -> Pack:
-        rs = list(rs)
-        self.values.append(len(rs))
-        for r in rs:
-            self.ref(r)
-        return self
-
-    def maybe(self, r: GroupRef | None) -> Pack:
-        self.values.append(int(r is not None))
-        return self.ref(r) if r is not None else self
-
-
-class Reader:
-    """Reads what a ``Pack`` wrote, in the same order."""
-
-    def __init__(self, msg: Signal) -> None:
-        self.msg = msg
-        self._t = self._e = self._v = 0
-
-    def t(self) -> str:
-        self._t += 1
-        return self.msg.topics[self._t - 1]
-
-    def v(self) -> int:
-        self._v += 1
-        return self.msg.values[self._v - 1]
-
-    def e(self) -> Descriptor:
-        self._e += 1
-        return self.msg.entries[self._e - 1]
-
-    def ref(self) -> GroupRef:
-        gid, canon, seq, epoch, n = self.t(), self.t(), self.v(), self.v(), self.v()
-        if not 0 <= n <= 64:
-            raise ValueError(f"{n} co-leaders")
-        leader = self.e()
-        return GroupRef(gid, parse_canon(canon), seq, leader, tuple(self.e() for _ in range(n)), epoch)
-
-    def refs(self) -> list[GroupRef]:
-        n = self.v()
-        if not 0 <= n <= len(self.msg.topics):
-            raise ValueError(f"{n} groups")
-        return [self.ref() for _ in range(n)]
-
-    def maybe(self) -> GroupRef | None:
-        return self.ref() if self.v() else None
-
-
 @dataclass(eq=False)
 class Membership:
     """A group this node belongs to: as its leader, as a co-leader (with a replica of the
@@ -125,7 +58,8 @@ class Membership:
     """When this node joined the group or created it (epidemic repair: no older event is sent it)."""
     blocked_until: float | None = None
     block_req: int = 0
-    buffered: list[tuple[NodeId, Message]] = field(default_factory=list)
+    buffered: list[tuple[NodeId, Any]] = field(default_factory=list)
+    """While blocked: the events and FIND_GROUP messages (``messages.Find``) to handle after."""
 
     @property
     def gid(self) -> str:
@@ -158,12 +92,6 @@ def merged(old: GroupRef | None, new: GroupRef, k: int) -> GroupRef:
     for d in [*new.contacts, *(old.contacts if old is not None else ())]:
         seen.setdefault(d.node_id, d)
     return with_contacts(new, list(seen.values())[:k])
-
-
-def created_msg(parent_gid: str, req: int, new: GroupRef, adopted: list[GroupRef]) -> Pack:
-    p = Pack(parent_gid).v(req).ref(new).v(len(adopted))
-    p.topics += [c.gid for c in adopted]
-    return p
 
 
 def tree_attr(tree: str) -> tuple[str, Any]:

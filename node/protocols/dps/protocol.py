@@ -104,37 +104,59 @@ label is properly contained in its group's label (the safety invariant pruning r
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import OrderedDict, deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import islice
 from types import MappingProxyType
 from typing import Any
 
+from node.kit.messages import from_signal, to_signal
 from node.kit.registry import ProtocolSpec, register_protocol
 from node.kit.stack import Layer, Stack
 from node.kit.types import Action, Descriptor, EventMsg, LayerSnapshot, LocalProtocolError, Message, NodeId, RemoteProtocolError, Send, Signal, Topic
 from node.protocols.dps.config import DpsConfig
 from node.protocols.dps.content import TOP, Constraint, Top, contains, parse_filter
-from node.protocols.dps.groups import (
-    GroupRef,
-    Membership,
-    Pack,
-    PendingSub,
-    Reader,
-    bare,
-    created_msg,
-    merged,
-    tree_attr,
-    tree_key,
-    with_contacts,
-    without,
+from node.protocols.dps.groups import GroupRef, Membership, PendingSub, bare, merged, tree_attr, tree_key, with_contacts, without
+from node.protocols.dps.messages import (
+    LAYER,
+    Announce,
+    Create,
+    Created,
+    Directory,
+    Find,
+    Found,
+    Group,
+    Hello,
+    Join,
+    JoinAck,
+    Leader,
+    Leave,
+    Locate,
+    Missing,
+    Ping,
+    Pong,
+    PredChanged,
+    Reattach,
+    Retry,
+    Rumor,
+    RumorAdd,
+    RumorPred,
+    RumorRemove,
+    RumorSucc,
+    Seeds,
+    Shuffle,
+    SubscribeTo,
+    Sync,
+    Takeover,
+    Wait,
+    opt,
+    ref_or_none,
 )
+from node.protocols.dps.messages import GroupState as PongState
 from node.protocols.dps.route import DpsRoute
 from node.protocols.dps.semantic_tree import decide
-
-LAYER = "dps"
-DOWN, UP = 0, 1
 
 
 class Dps(Layer):
@@ -196,16 +218,13 @@ class Dps(Layer):
         self._req += 1
         return self._req
 
-    def _signal(self, dst: Descriptor, kind: str, now: float, topics: Iterable[str] = (),
-                entries: Iterable[Descriptor] = (), values: Iterable[int] = ()) -> list[Action]:
-        """A message to ``dst``; to this node itself, handled at once."""
-        msg = Signal(LAYER, kind, self.me, tuple(entries), tuple(topics), tuple(values))
+    def _send(self, dst: Descriptor, msg: Any, now: float) -> list[Action]:
+        """A message (one of node/protocols/dps/messages.py) to ``dst``; to this node itself,
+        handled at once."""
+        sig = to_signal(msg)
         if dst.node_id == self.stack.node_id:
-            return self.on_message(dst.node_id, msg, now)
-        return [Send(dst.node_id, dst.addr, msg)]
-
-    def _send(self, dst: Descriptor, kind: str, now: float, p: Pack) -> list[Action]:
-        return self._signal(dst, kind, now, p.topics, p.entries, p.values)
+            return self.on_message(dst.node_id, sig, now)
+        return [Send(dst.node_id, dst.addr, sig)]
 
     def leads(self, m: Membership) -> bool:
         """Whether this node decides and routes for ``m``: its leader, or any epidemic member."""
@@ -244,7 +263,7 @@ class Dps(Layer):
         step = self.config.step_s
         if self.config.seed_backups and not self._greeted and self.seed is not None and not self._serving():
             self._greeted = True  # the seed names its backups in return
-            out += self._signal(self.seed, "hello", now)
+            out += self._send(self.seed, Hello(self.me), now)
         for text in sorted(self.stack.me.topics - self.subs.keys()):
             out += self._issue(text, now)
         for text in sorted(self.subs.keys() - self.stack.me.topics):
@@ -282,7 +301,7 @@ class Dps(Layer):
             p.state = "locate"
             return self.locate(p.tree, now, create=True)
         p.state = "find"
-        return self._signal(self._entry(p.tree), "find", now, (p.tree, text, ""), (self.me,), (p.req, UP))
+        return self._send(self._entry(p.tree), Find(self.me, p.tree, text, "", self.me, p.req, "up"), now)
 
     def _entry(self, tree: str) -> Descriptor:
         """Where a FIND_GROUP starts: the root's leader, or (generic) a random tree contact."""
@@ -303,31 +322,31 @@ class Dps(Layer):
             return []  # a leader or co-leader stays as the group's relay (choice)
         del self.groups[m.gid]
         if self.epidemic:
-            return self._rumor(m, "remove", Pack(), now, subject=self.me)
-        return self._signal(m.ref.leader, "leave", now, (m.gid,))
+            return self._rumor(m, RumorRemove(self.me, self.me), now, subject=self.me)
+        return self._send(m.ref.leader, Leave(self.me, m.gid), now)
 
     def locate(self, tree: str, now: float, create: bool) -> list[Action]:
         if tree in self.locating:
             return []
         assert self.seed is not None
         self.locating[tree] = req = self._next_req()
-        return self._signal(self.seed, "locate", now, (tree,), (), (req, int(create)))
+        return self._send(self.seed, Locate(self.me, tree, req, create), now)
 
     # --- messages -------------------------------------------------------------------------------
 
     def on_message(self, src: NodeId, msg: Message, now: float) -> list[Action]:
-        if not isinstance(msg, Signal):
-            raise RemoteProtocolError(f"dps takes signals, not {type(msg).__name__}")
-        handler = _HANDLERS.get(msg.kind)
-        if handler is None:
-            raise RemoteProtocolError(f"dps: unknown message kind {msg.kind!r}")
-        try:
-            return handler(self, msg, now)
-        except (IndexError, ValueError, KeyError) as e:
-            raise RemoteProtocolError(f"dps {msg.kind}: malformed ({e})") from None
+        if not isinstance(msg, Signal) or msg.layer != LAYER:
+            raise RemoteProtocolError(f"dps takes its own signals, not {type(msg).__name__}")
+        return self._handle(from_signal(msg), now)
 
-    def _on_locate(self, msg: Signal, now: float) -> list[Action]:
-        tree, (req, create) = msg.topics[0], msg.values[:2]
+    def _handle(self, msg: Any, now: float) -> list[Action]:
+        try:
+            return _HANDLERS[type(msg)](self, msg, now)
+        except (IndexError, ValueError, KeyError) as e:
+            raise RemoteProtocolError(f"dps {type(msg).__name__}: malformed ({e})") from None
+
+    def _on_locate(self, msg: Locate, now: float) -> list[Action]:
+        tree, req, create = msg.tree, msg.req, msg.create
         owner = self.directory.get(tree)
         asker = msg.sender
         out = self._heard(asker, now)
@@ -336,24 +355,24 @@ class Dps(Layer):
             contacts = [d for d in recent if d.node_id != asker.node_id]
             if create:
                 recent.append(asker)
-            return out + self._signal(asker, "found", now, (tree,), (owner, *contacts), (req,))
+            return out + self._send(asker, Found(self.me, tree, req, owner, tuple(contacts)), now)
         holder = self.granted.get(tree)
         if holder is not None and holder[0] != asker.node_id:
-            return out + self._signal(asker, "wait", now, (tree,), (), (req,))
+            return out + self._send(asker, Wait(self.me, tree, req), now)
         if create:
             self.granted[tree] = (asker.node_id, now + self.config.find_timeout_steps * self.config.step_s)
-        return out + self._signal(asker, "missing", now, (tree,), (), (req, int(create)))
+        return out + self._send(asker, Missing(self.me, tree, req, create), now)
 
-    def _on_found(self, msg: Signal, now: float) -> list[Action]:
-        tree = msg.topics[0]
-        if self.locating.get(tree) != msg.values[0]:
+    def _on_found(self, msg: Found, now: float) -> list[Action]:
+        tree = msg.tree
+        if self.locating.get(tree) != msg.req:
             self.counts["stale"] += 1
             return []
         del self.locating[tree]
-        if not self._alive(msg.entries[0].node_id, now):
+        if not self._alive(msg.owner.node_id, now):
             return []  # the seed has not heard of the takeover yet: asked again at the next tick
-        self.owners[tree] = msg.entries[0]
-        self.contacts[tree] = list(msg.entries[1:])
+        self.owners[tree] = msg.owner
+        self.contacts[tree] = list(msg.contacts)
         return self._tree_known(tree, now)
 
     def _tree_known(self, tree: str, now: float) -> list[Action]:
@@ -365,17 +384,17 @@ class Dps(Layer):
             out += self.route.send_into(tree, event, now)
         return out
 
-    def _on_wait(self, msg: Signal, now: float) -> list[Action]:
-        tree = msg.topics[0]
-        if self.locating.get(tree) == msg.values[0]:
+    def _on_wait(self, msg: Wait, now: float) -> list[Action]:
+        tree = msg.tree
+        if self.locating.get(tree) == msg.req:
             del self.locating[tree]  # the pending subscriptions retry at their timeout
             for p in self.subs.values():
                 if p.tree == tree and p.state == "locate":
                     p.since = min(p.since, now - (self.config.find_timeout_steps - self.config.locate_retry_steps) * self.config.step_s)
         return []
 
-    def _on_missing(self, msg: Signal, now: float) -> list[Action]:
-        tree, (req, create) = msg.topics[0], msg.values[:2]
+    def _on_missing(self, msg: Missing, now: float) -> list[Action]:
+        tree, req, create = msg.tree, msg.req, msg.create
         if self.locating.get(tree) != req:
             self.counts["stale"] += 1
             return []
@@ -387,13 +406,13 @@ class Dps(Layer):
         self._new_group(tree, TOP, now)  # the tree: a root group labelled top, led by its owner
         self.owners[tree] = self.me
         assert self.seed is not None
-        return [*self._signal(self.seed, "announce", now, (tree,), (self.me,)), *self._tree_known(tree, now)]
+        return [*self._send(self.seed, Announce(self.me, tree, self.me), now), *self._tree_known(tree, now)]
 
-    def _on_announce(self, msg: Signal, now: float) -> list[Action]:
-        tree = msg.topics[0]
-        self.directory[tree] = msg.entries[0]
+    def _on_announce(self, msg: Announce, now: float) -> list[Action]:
+        tree = msg.tree
+        self.directory[tree] = msg.owner
         self.granted.pop(tree, None)
-        self.recent.setdefault(tree, deque(maxlen=self.config.tree_contacts)).append(msg.entries[0])
+        self.recent.setdefault(tree, deque(maxlen=self.config.tree_contacts)).append(msg.owner)
         return self._heard(msg.sender, now, directory_changed=True)
 
     # --- backup seeds (``seed_backups``) ----------------------------------------------------------
@@ -423,10 +442,10 @@ class Dps(Layer):
         for a in list(self.askers.values()) if changed else [self.askers[d.node_id]]:
             if self.told.get(a.node_id) != self._backups_version:
                 self.told[a.node_id] = self._backups_version
-                out += self._signal(a, "seeds", now, (), backups)
+                out += self._send(a, Seeds(self.me, tuple(backups)), now)
         return out
 
-    def _on_hello(self, msg: Signal, now: float) -> list[Action]:
+    def _on_hello(self, msg: Hello, now: float) -> list[Action]:
         return self._heard(msg.sender, now)
 
     def _copy_directory(self, now: float) -> list[Action]:
@@ -436,26 +455,26 @@ class Dps(Layer):
         trees = sorted(self.directory)
         out: list[Action] = []
         for b in self.backup_seeds:
-            out += self._signal(b, "directory", now, trees, [*(self.directory[t] for t in trees), *self.backup_seeds])
+            out += self._send(b, Directory(self.me, tuple(trees), tuple(self.directory[t] for t in trees),
+                                           tuple(self.backup_seeds)), now)
         return out
 
     def _serving(self) -> bool:
         return self.seed is not None and self.seed.node_id == self.stack.node_id
 
-    def _on_seeds(self, msg: Signal, now: float) -> list[Action]:
+    def _on_seeds(self, msg: Seeds, now: float) -> list[Action]:
         if self._serving():
             self.counts["stale"] += 1  # from a seed before: this node chooses its own backups
             return []
-        self.backup_seeds = list(msg.entries)
+        self.backup_seeds = list(msg.backups)
         return []
 
-    def _on_directory(self, msg: Signal, now: float) -> list[Action]:
+    def _on_directory(self, msg: Directory, now: float) -> list[Action]:
         if self._serving():
             self.counts["stale"] += 1  # serving already: its own directory is newer
             return []
-        n = len(msg.topics)
-        self.directory = dict(zip(msg.topics, msg.entries[:n]))
-        self.backup_seeds = list(msg.entries[n:])
+        self.directory = dict(zip(msg.trees, msg.owners))
+        self.backup_seeds = list(msg.backups)
         return []
 
     def _seed_lost(self, now: float) -> list[Action]:
@@ -470,7 +489,7 @@ class Dps(Layer):
         out: list[Action] = []
         for tree, owner in sorted(self.owners.items()):
             if owner.node_id == self.stack.node_id:
-                out += self._signal(self.seed, "announce", now, (tree,), (self.me,))
+                out += self._send(self.seed, Announce(self.me, tree, self.me), now)
         return out
 
     def _new_group(self, tree: str, label: Constraint, now: float, parent: GroupRef | None = None,
@@ -483,42 +502,43 @@ class Dps(Layer):
         self.groups[gid] = m
         return m
 
-    def _on_find(self, msg: Signal, now: float) -> list[Action]:
-        tree, text, gid = msg.topics[:3]
-        subscriber, (req, direction) = msg.entries[0], msg.values[:2]
+    def _on_find(self, msg: Find, now: float) -> list[Action]:
+        tree, text, gid = msg.tree, msg.text, msg.gid
+        subscriber, req, direction = msg.subscriber, msg.req, msg.direction
         label = parse_filter(text, self.config.group_on).labels[tree_attr(tree)]
         mine = [m for m in self.groups.values() if m.tree == tree]
         led = [m for m in mine if self.leads(m)]
         if gid:
             led = [m for m in led if m.gid == gid]
-        elif direction == DOWN or self.config.traversal == "root":
+        elif direction == "down" or self.config.traversal == "root":
             led = [m for m in led if isinstance(m.ref.label, Top)]
         if not led:
             if mine and not gid and self.config.traversal == "generic":  # a member passes it to its leader
-                return self._signal(mine[0].ref.leader, "find", now, (tree, text, ""), msg.entries, msg.values)
+                return self._send(mine[0].ref.leader, Find(self.me, tree, text, "", subscriber, req, direction), now)
             self.counts["stale"] += 1
-            return self._signal(subscriber, "retry", now, (text,), (), (req,))
+            return self._send(subscriber, Retry(self.me, text, req), now)
         g = led[0]
-        if direction == UP and not contains(g.ref.label, label):
+        if direction == "up" and not contains(g.ref.label, label):
             if g.parent is None:
-                return self._signal(subscriber, "retry", now, (text,), (), (req,))
-            return self._signal(self.pick(g.parent), "find", now, (tree, text, g.parent.gid), msg.entries, (req, UP))
+                return self._send(subscriber, Retry(self.me, text, req), now)
+            return self._send(self.pick(g.parent), Find(self.me, tree, text, g.parent.gid, subscriber, req, "up"), now)
         if g.blocked_until is not None:
             g.buffered.append((subscriber.node_id, msg))
             self.counts["buffered"] += 1
             return []
         if g.ref.label.canon() == label.canon():
-            return self._send(subscriber, "subscribe_to", now, Pack(text).v(req).ref(self._out(g)))
+            return self._send(subscriber, SubscribeTo(self.me, text, req, Group.of(self._out(g))), now)
         verdict, child, adopt = decide(list(g.children.values()), label)
         if verdict == "found":
             assert child is not None
-            return self._send(subscriber, "subscribe_to", now, Pack(text).v(req).ref(child))
+            return self._send(subscriber, SubscribeTo(self.me, text, req, Group.of(child)), now)
         if verdict == "descend":
             assert child is not None
-            return self._signal(self.pick(child), "find", now, (tree, text, child.gid), msg.entries, (req, DOWN))
+            return self._send(self.pick(child), Find(self.me, tree, text, child.gid, subscriber, req, "down"), now)
         g.blocked_until = now + self.config.create_timeout_steps * self.config.step_s
         g.block_req = req
-        return self._send(subscriber, "create", now, Pack(tree, text).v(req).ref(self._out(g)).maybe(g.parent).refs(adopt))
+        create = Create(self.me, tree, text, req, Group.of(self._out(g)), opt(g.parent), tuple(Group.of(c) for c in adopt))
+        return self._send(subscriber, create, now)
 
     def _pending(self, text: str, req: int) -> PendingSub | None:
         p = self.subs.get(text)
@@ -527,16 +547,15 @@ class Dps(Layer):
             return None
         return p
 
-    def _on_retry(self, msg: Signal, now: float) -> list[Action]:
-        p = self._pending(msg.topics[0], msg.values[0])
+    def _on_retry(self, msg: Retry, now: float) -> list[Action]:
+        p = self._pending(msg.text, msg.req)
         if p is None:
             return []
         p.req = self._next_req()  # from the root this time
-        return self._signal(self.owners[p.tree], "find", now, (p.tree, msg.topics[0], ""), (self.me,), (p.req, DOWN))
+        return self._send(self.owners[p.tree], Find(self.me, p.tree, msg.text, "", self.me, p.req, "down"), now)
 
-    def _on_subscribe_to(self, msg: Signal, now: float) -> list[Action]:
-        r = Reader(msg)
-        text, req, group = r.t(), r.v(), r.ref()
+    def _on_subscribe_to(self, msg: SubscribeTo, now: float) -> list[Action]:
+        text, req, group = msg.text, msg.req, msg.group.ref()
         p = self._pending(text, req)
         if p is None:
             return []
@@ -545,29 +564,27 @@ class Dps(Layer):
             m.subs.add(text)
             p.state, p.gid = "joined", group.gid
             return []
-        return self._signal(self.pick(group), "join", now, (group.gid, text), (), (p.req,))
+        return self._send(self.pick(group), Join(self.me, group.gid, text, p.req), now)
 
-    def _on_join(self, msg: Signal, now: float) -> list[Action]:
-        gid, text = msg.topics[:2]
+    def _on_join(self, msg: Join, now: float) -> list[Action]:
+        gid, text = msg.gid, msg.text
         m = self.led(gid)
         if m is None:
             self.counts["stale"] += 1
-            return self._signal(msg.sender, "retry", now, (text,), (), msg.values[:1])
+            return self._send(msg.sender, Retry(self.me, text, msg.req), now)
         if not self.epidemic:
             m.members[msg.sender.node_id] = msg.sender
-            out = self._send(msg.sender, "join_ack", now, Pack(m.tree, text).v(msg.values[0]).ref(m.ref).maybe(None).refs(()).v(0))
+            out = self._send(msg.sender, JoinAck(self.me, m.tree, text, msg.req, Group.of(m.ref), None, (), ()), now)
             return out + self._changed(m, now)
-        ack = Pack(m.tree, text).v(msg.values[0]).ref(self._out(m)).maybe(m.parent).refs(m.children.values())
-        sample = self._sample(m, self.config.view_size)
-        ack.entries += sample
-        ack.v(len(sample))
+        group = Group.of(self._out(m))
+        ack = JoinAck(self.me, m.tree, text, msg.req, group, opt(m.parent), tuple(Group.of(c) for c in m.children.values()),
+                      tuple(self._sample(m, self.config.view_size)))
         self._add_member(m, msg.sender)
-        return self._send(msg.sender, "join_ack", now, ack) + self._rumor(m, "add", Pack(), now, subject=msg.sender)
+        return self._send(msg.sender, ack, now) + self._rumor(m, RumorAdd(self.me, msg.sender), now, subject=msg.sender)
 
-    def _on_join_ack(self, msg: Signal, now: float) -> list[Action]:
-        r = Reader(msg)
-        tree, text, req, group, parent, children = r.t(), r.t(), r.v(), r.ref(), r.maybe(), r.refs()
-        sample = [r.e() for _ in range(r.v())]
+    def _on_join_ack(self, msg: JoinAck, now: float) -> list[Action]:
+        tree, text, req, group, parent = msg.tree, msg.text, msg.req, msg.group.ref(), ref_or_none(msg.parent)
+        children, sample = [c.ref() for c in msg.children], msg.sample
         p = self._pending(text, req)
         if p is None:
             return []
@@ -583,9 +600,9 @@ class Dps(Layer):
         p.state, p.gid = "joined", group.gid
         return []
 
-    def _on_create(self, msg: Signal, now: float) -> list[Action]:
-        r = Reader(msg)
-        tree, text, req, parent, grandparent, adopted = r.t(), r.t(), r.v(), r.ref(), r.maybe(), r.refs()
+    def _on_create(self, msg: Create, now: float) -> list[Action]:
+        tree, text, req, parent = msg.tree, msg.text, msg.req, msg.parent.ref()
+        grandparent, adopted = ref_or_none(msg.grandparent), [c.ref() for c in msg.adopted]
         p = self._pending(text, req)
         if p is None:
             return []
@@ -593,15 +610,13 @@ class Dps(Layer):
         m.grandparent = grandparent
         m.subs.add(text)
         p.state, p.gid = "joined", m.gid
-        out = self._send(msg.sender, "created", now, created_msg(parent.gid, req, self._out(m), adopted))
+        out = self._send(msg.sender, Created(self.me, parent.gid, req, Group.of(self._out(m)), tuple(c.gid for c in adopted)), now)
         for c in adopted:
-            out += self._send(self.pick(c), "pred_changed", now, Pack(c.gid).ref(self._out(m)).maybe(parent))
+            out += self._send(self.pick(c), PredChanged(self.me, c.gid, Group.of(self._out(m)), opt(parent)), now)
         return out
 
-    def _on_created(self, msg: Signal, now: float) -> list[Action]:
-        r = Reader(msg)
-        parent_gid, req, new, n = r.t(), r.v(), r.ref(), r.v()
-        adopted = [r.t() for _ in range(n)]
+    def _on_created(self, msg: Created, now: float) -> list[Action]:
+        parent_gid, req, new, adopted = msg.parent_gid, msg.req, msg.new.ref(), msg.adopted
         m = self.led(parent_gid)
         if m is None:
             self.counts["stale"] += 1
@@ -612,24 +627,22 @@ class Dps(Layer):
         m.children[new.gid] = new
         out = self._unblock(m, now) if m.block_req == req else []
         if self.epidemic:
-            update = Pack(*adopted).v(len(adopted)).ref(new)
-            return out + self._rumor(m, "succ", update, now)
+            return out + self._rumor(m, RumorSucc(self.me, adopted, Group.of(new)), now)
         return out + self._changed(m, now)
 
-    def _on_pred_changed(self, msg: Signal, now: float) -> list[Action]:
-        r = Reader(msg)
-        gid, parent, grandparent = r.t(), r.ref(), r.maybe()
+    def _on_pred_changed(self, msg: PredChanged, now: float) -> list[Action]:
+        gid, parent, grandparent = msg.gid, msg.parent.ref(), ref_or_none(msg.grandparent)
         m = self.led(gid)
         if m is None:
             self.counts["stale"] += 1
             return []
         m.parent, m.grandparent = parent, grandparent
         if self.epidemic:
-            return self._rumor(m, "pred", Pack().ref(parent).maybe(grandparent), now)
+            return self._rumor(m, RumorPred(self.me, Group.of(parent), opt(grandparent)), now)
         return self._changed(m, now)
 
-    def _on_leave(self, msg: Signal, now: float) -> list[Action]:
-        m = None if self.epidemic else self.led(msg.topics[0])
+    def _on_leave(self, msg: Leave, now: float) -> list[Action]:
+        m = None if self.epidemic else self.led(msg.gid)
         if m is not None and msg.sender.node_id != self.stack.node_id:
             m.members.pop(msg.sender.node_id, None)
             return self._changed(m, now)
@@ -643,7 +656,7 @@ class Dps(Layer):
             if isinstance(msg, EventMsg):
                 out += self.route.forward_in(m, msg, src, now)
             else:
-                out += self.on_message(src, msg, now)
+                out += self._handle(msg, now)
         return out
 
     # --- co-leaders -----------------------------------------------------------------------------
@@ -654,11 +667,10 @@ class Dps(Layer):
         if self.epidemic:
             return []
         out = self._announce(m, now) if self._fill(m, now) else []
-        state = Pack(m.tree).ref(m.ref).maybe(m.parent).maybe(m.grandparent).refs(m.children.values())
-        state.entries += m.members.values()
-        state.v(len(m.members))
+        state = Sync(self.me, m.tree, Group.of(m.ref), opt(m.parent), opt(m.grandparent),
+                     tuple(Group.of(c) for c in m.children.values()), tuple(m.members.values()))
         for d in m.ref.backups:
-            out += self._send(d, "sync", now, state)
+            out += self._send(d, state, now)
         return out
 
     def _fill(self, m: Membership, now: float) -> bool:
@@ -681,24 +693,22 @@ class Dps(Layer):
         """The group's leader and co-leaders, to its members and neighbouring groups (spec
         LEADER_CHANGE); a root group's new leader is the tree's owner at the seed too."""
         out: list[Action] = []
-        msg = Pack().ref(m.ref)
+        msg = Leader(self.me, Group.of(m.ref))
         to = {d.node_id: d for d in m.members.values()}
         for r in [m.parent, *m.children.values()]:
             if r is not None:
                 to[r.leader.node_id] = r.leader
         for d in to.values():  # this node too, where it leads a neighbouring group
-            out += self._send(d, "leader", now, msg)
+            out += self._send(d, msg, now)
         if isinstance(m.ref.label, Top) and self.owners.get(m.tree) != self.me and self.leads(m):
             self.owners[m.tree] = self.me
             assert self.seed is not None
-            out += self._signal(self.seed, "announce", now, (m.tree,), (self.me,))
+            out += self._send(self.seed, Announce(self.me, m.tree, self.me), now)
         return out
 
-    def _on_sync(self, msg: Signal, now: float) -> list[Action]:
-        r = Reader(msg)
-        tree, ref, parent, grandparent, children = r.t(), r.ref(), r.maybe(), r.maybe(), r.refs()
-        n = r.v()
-        members = [r.e() for _ in range(n)]
+    def _on_sync(self, msg: Sync, now: float) -> list[Action]:
+        tree, ref, parent, grandparent = msg.tree, msg.group.ref(), ref_or_none(msg.parent), ref_or_none(msg.grandparent)
+        children, members = [c.ref() for c in msg.children], msg.members
         m = self.groups.get(ref.gid)
         if self.epidemic:  # an invitation into a root group, as a router
             if m is None:
@@ -719,8 +729,8 @@ class Dps(Layer):
         m.heard = now
         return []
 
-    def _on_leader(self, msg: Signal, now: float) -> list[Action]:
-        return self._learn(Reader(msg).ref(), now)
+    def _on_leader(self, msg: Leader, now: float) -> list[Action]:
+        return self._learn(msg.group.ref(), now)
 
     def _learn(self, ref: GroupRef, now: float) -> list[Action]:
         """A group's leader and co-leaders as of ``ref.epoch``: wherever this node refers to
@@ -777,40 +787,41 @@ class Dps(Layer):
                 if len(m.ref.backups) < self.config.co_leaders:
                     out += self._changed(m, now)
                 for d in m.ref.backups:
-                    out += self._send(d, "ping", now, Pack(m.gid).v(0))
+                    out += self._send(d, Ping(self.me, m.gid, False, ()), now)
                 if m.parent is not None:
-                    out += self._send(m.parent.leader, "ping", now, Pack(m.parent.gid, m.gid).v(0))
+                    out += self._send(m.parent.leader, Ping(self.me, m.parent.gid, False, (m.gid,)), now)
                 elif not isinstance(m.ref.label, Top):
                     out += self._reattach(m, now)
                 for c in m.children.values():
-                    out += self._send(c.leader, "ping", now, Pack(c.gid).v(1))
+                    out += self._send(c.leader, Ping(self.me, c.gid, True, ()), now)
             elif self.backs(m) or now - m.heard >= silence:
                 m.heard = max(m.heard, now - silence / 2)
-                out += self._send(m.ref.leader, "ping", now, Pack(m.gid).v(0))
+                out += self._send(m.ref.leader, Ping(self.me, m.gid, False, ()), now)
         return out
 
-    def _on_ping(self, msg: Signal, now: float) -> list[Action]:
+    def _on_ping(self, msg: Ping, now: float) -> list[Action]:
         """A probe of group ``gid``; from a child group, naming it (``child``): the answer says
         whether this node lists it, so that a child its parent lost track of reattaches."""
-        gid, want_children = msg.topics[0], msg.values[0]
-        child = msg.topics[1] if len(msg.topics) > 1 else ""
+        gid, want_children = msg.gid, msg.want_children
+        child = msg.child[0] if msg.child else ""
         m = self.groups.get(gid)
         if m is None:
-            return self._send(msg.sender, "pong", now, Pack(gid, child).v(0))
-        p = Pack(gid, child).v(1).ref(self._out(m)).maybe(m.parent).refs(m.children.values() if want_children else ())
-        return self._send(msg.sender, "pong", now, p.v(int(not child or not self.leads(m) or child in m.children)))
+            return self._send(msg.sender, Pong(self.me, gid, child, None), now)
+        state = PongState(Group.of(self._out(m)), opt(m.parent),
+                          tuple(Group.of(c) for c in m.children.values()) if want_children else (),
+                          not child or not self.leads(m) or child in m.children)
+        return self._send(msg.sender, Pong(self.me, gid, child, state), now)
 
-    def _on_pong(self, msg: Signal, now: float) -> list[Action]:
-        r = Reader(msg)
-        gid, child, found = r.t(), r.t(), r.v()
-        if not found:
+    def _on_pong(self, msg: Pong, now: float) -> list[Action]:
+        gid, child, state = msg.gid, msg.child, msg.state
+        if state is None:
             self.counts["stale"] += 1
             return []
-        ref, parent, children, listed = r.ref(), r.maybe(), r.refs(), r.v()
+        ref, parent, children, listed = state.group.ref(), ref_or_none(state.parent), [c.ref() for c in state.children], state.listed
         out = self._learn(ref, now)
         mine = self.led(child) if child else None
         if not listed and mine is not None and mine.parent is not None and mine.parent.gid == gid:
-            out += self._send(msg.sender, "reattach", now, Pack(mine.tree, gid).ref(self._out(mine)))
+            out += self._send(msg.sender, Reattach(self.me, mine.tree, gid, Group.of(self._out(mine))), now)
         for m in self.groups.values():
             if m.gid == gid:
                 m.heard = now
@@ -868,7 +879,7 @@ class Dps(Layer):
         if live[0].node_id == self.stack.node_id:
             return self.take_over(m, now)
         m.ref = GroupRef(ref.gid, ref.label, ref.seq, live[0], tuple(live[1:]), ref.epoch)
-        return self._send(live[0], "takeover", now, Pack(m.gid).v(ref.epoch))
+        return self._send(live[0], Takeover(self.me, m.gid, ref.epoch), now)
 
     def take_over(self, m: Membership, now: float) -> list[Action]:
         """This co-leader leads ``m`` from now on, with the next epoch (spec §4.7.1 step 1)."""
@@ -881,13 +892,13 @@ class Dps(Layer):
         m.ref = GroupRef(m.gid, m.ref.label, m.ref.seq, self.me, rest, m.ref.epoch + 1)
         return [*self._announce(m, now), *self._changed(m, now)]
 
-    def _on_takeover(self, msg: Signal, now: float) -> list[Action]:
+    def _on_takeover(self, msg: Takeover, now: float) -> list[Action]:
         """A neighbour found this group's leader gone: a co-leader takes over (trusting it:
         crash-stop; a leader wrongly suspected steps down on the higher epoch)."""
-        m = self.groups.get(msg.topics[0])
-        if m is None or not self.backs(m) or m.ref.epoch > msg.values[0]:
+        m = self.groups.get(msg.gid)
+        if m is None or not self.backs(m) or m.ref.epoch > msg.epoch:
             if m is not None:
-                return self._send(msg.sender, "leader", now, Pack().ref(m.ref))
+                return self._send(msg.sender, Leader(self.me, Group.of(m.ref)), now)
             self.counts["stale"] += 1
             return []
         return self.suspect(m.ref.leader.node_id, now)
@@ -912,7 +923,7 @@ class Dps(Layer):
         return (with_contacts(r, live), True) if live else (None, False)
 
     def _takeover(self, r: GroupRef, now: float) -> list[Action]:
-        return self._send(r.leader, "takeover", now, Pack(r.gid).v(r.epoch))
+        return self._send(r.leader, Takeover(self.me, r.gid, r.epoch), now)
 
     def _reattach(self, m: Membership, now: float) -> list[Action]:
         """An orphaned group asks its grandparent, else the tree's root, to take it as a child
@@ -925,11 +936,10 @@ class Dps(Layer):
         if to.node_id == self.stack.node_id:
             return []
         gid = gp.gid if gp is not None and to in gp.contacts else ""
-        return self._send(to, "reattach", now, Pack(m.tree, gid).ref(self._out(m)))
+        return self._send(to, Reattach(self.me, m.tree, gid, Group.of(self._out(m))), now)
 
-    def _on_reattach(self, msg: Signal, now: float) -> list[Action]:
-        r = Reader(msg)
-        tree, gid, child = r.t(), r.t(), r.ref()
+    def _on_reattach(self, msg: Reattach, now: float) -> list[Action]:
+        tree, gid, child = msg.tree, msg.gid, msg.child.ref()
         m = self.led(gid) if gid else next((g for g in self.groups.values() if g.tree == tree and self.leads(g)
                                               and isinstance(g.ref.label, Top)), None)
         if m is None or not contains(m.ref.label, child.label) or m.ref.label.canon() == child.label.canon():
@@ -937,8 +947,8 @@ class Dps(Layer):
             return []
         self.counts["reattached"] += 1
         m.children[child.gid] = child
-        out = self._send(self.pick(child), "pred_changed", now, Pack(child.gid).ref(self._out(m)).maybe(m.parent))
-        return out + (self._rumor(m, "succ", Pack().v(0).ref(child), now) if self.epidemic else self._changed(m, now))
+        out = self._send(self.pick(child), PredChanged(self.me, child.gid, Group.of(self._out(m)), opt(m.parent)), now)
+        return out + (self._rumor(m, RumorSucc(self.me, (), Group.of(child)), now) if self.epidemic else self._changed(m, now))
 
     def _child_lost(self, m: Membership, c: GroupRef, dead: NodeId, now: float) -> list[Action]:
         """A contact of child group ``c`` is gone: its co-leader stands in, or, with the whole
@@ -957,9 +967,9 @@ class Dps(Layer):
             if g.gid not in m.children and self._alive(g.leader.node_id, now):
                 self.counts["adopted"] += 1
                 m.children[g.gid] = g
-                out += self._send(self.pick(g), "pred_changed", now, Pack(g.gid).ref(self._out(m)).maybe(m.parent))
+                out += self._send(self.pick(g), PredChanged(self.me, g.gid, Group.of(self._out(m)), opt(m.parent)), now)
                 if self.epidemic:
-                    out += self._rumor(m, "succ", Pack(c.gid).v(1).ref(g), now)
+                    out += self._rumor(m, RumorSucc(self.me, (c.gid,), Group.of(g)), now)
         return out
 
     # --- epidemic maintenance (spec §4.6.4, §4.7.2) ----------------------------------------------
@@ -984,58 +994,53 @@ class Dps(Layer):
         for m in list(self.groups.values()):
             if m.members:
                 partner = self.rng.choice(sorted(m.members.values(), key=lambda d: d.node_id))
-                mine = self.route.digest(m, now, reply=False)
-                mine.entries += [self.me, *self._sample(m, self.config.view_size // 2 - 1)]
-                out += self._send(partner, "shuffle", now, mine)
+                sample = (self.me, *self._sample(m, self.config.view_size // 2 - 1))
+                out += self._send(partner, self.route.digest(m, now, False, sample), now)
             if m.parent is not None:
-                out += self._send(self.pick(m.parent), "ping", now, Pack(m.parent.gid, m.gid).v(0))
+                out += self._send(self.pick(m.parent), Ping(self.me, m.parent.gid, False, (m.gid,)), now)
             elif not isinstance(m.ref.label, Top):
                 out += self._reattach(m, now)
             for c in list(m.children.values()):
-                out += self._send(self.pick(c), "ping", now, Pack(c.gid).v(1))
+                out += self._send(self.pick(c), Ping(self.me, c.gid, True, ()), now)
             if isinstance(m.ref.label, Top) and len(m.members) < self.config.root_replicas - 1:
                 pool = {d.node_id: d for c in m.children.values() for d in c.contacts
                         if d.node_id != self.stack.node_id and d.node_id not in m.members and self._alive(d.node_id, now)}
                 for d in sorted(pool.values(), key=lambda d: d.node_id)[:self.config.root_replicas - 1 - len(m.members)]:
                     self.counts["promoted"] += 1
                     self._add_member(m, d)
-                    invite = Pack(m.tree).ref(self._out(m)).maybe(None).maybe(None).refs(m.children.values())
-                    invite.entries += [self.me, *m.members.values()]
-                    invite.v(len(m.members) + 1)
-                    out += self._send(d, "sync", now, invite)
+                    invite = Sync(self.me, m.tree, Group.of(self._out(m)), None, None,
+                                  tuple(Group.of(c) for c in m.children.values()), (self.me, *m.members.values()))
+                    out += self._send(d, invite, now)
         return out
 
-    def _on_shuffle(self, msg: Signal, now: float) -> list[Action]:
-        m = self.groups.get(msg.topics[0])
+    def _on_shuffle(self, msg: Shuffle, now: float) -> list[Action]:
+        m = self.groups.get(msg.gid)
         if m is None or not self.epidemic:
             self.counts["stale"] += 1
             return []
         out = self.route.repair(m, msg, now)
-        if msg.values[0] == 0:  # a request: answered with a sample taken before the merge
-            reply = self.route.digest(m, now, reply=True)
-            reply.entries += self._sample(m, self.config.view_size // 2)
-            out += self._send(msg.sender, "shuffle", now, reply)
-        for d in msg.entries:
+        if not msg.reply:  # a request: answered with a sample taken before the merge
+            reply = self.route.digest(m, now, True, tuple(self._sample(m, self.config.view_size // 2)))
+            out += self._send(msg.sender, reply, now)
+        for d in msg.sample:
             self._add_member(m, d)
         return out
 
-    def _rumor(self, m: Membership, op: str, payload: Pack, now: float, subject: Descriptor | None = None) -> list[Action]:
+    def _rumor(self, m: Membership, change: RumorAdd | RumorRemove | RumorSucc | RumorPred, now: float,
+               subject: Descriptor | None = None) -> list[Action]:
         """A membership change of group ``m`` gossiped to ``sub_fanout`` members (spec
-        GOSSIP_SUB): ``add``/``remove`` a member, ``succ`` (a new child and the children it
-        adopted), ``pred`` (a new parent)."""
+        GOSSIP_SUB): ``add``/``remove`` a member (``subject``), ``succ`` (a new child and the
+        children it adopted), ``pred`` (a new parent)."""
         self._seq += 1
         uid = f"{self.stack.node_id}.{self._seq}"
-        msg = Pack(m.gid, op, uid, *payload.topics)
-        msg.entries += [*([subject] if subject is not None else []), *payload.entries]
-        msg.values += payload.values
         self._seen_rumor(uid, 1)
-        return self._spread(m, msg, now, exclude=subject.node_id if subject is not None else None)
+        return self._spread(m, Rumor.of(self.me, m.gid, uid, change), now, exclude=subject.node_id if subject is not None else None)
 
-    def _spread(self, m: Membership, msg: Pack, now: float, exclude: NodeId | None) -> list[Action]:
+    def _spread(self, m: Membership, msg: Rumor, now: float, exclude: NodeId | None) -> list[Action]:
         pool = sorted((d for d in m.members.values() if d.node_id != exclude), key=lambda d: d.node_id)
         out: list[Action] = []
         for d in self.rng.sample(pool, min(self.config.sub_fanout, len(pool))):
-            out += self._send(d, "rumor", now, msg)
+            out += self._send(d, msg, now)
         return out
 
     def _seen_rumor(self, uid: str, forwards: int) -> None:
@@ -1044,9 +1049,8 @@ class Dps(Layer):
         if len(self.rumors) > 10_000:
             self.rumors.popitem(last=False)
 
-    def _on_rumor(self, msg: Signal, now: float) -> list[Action]:
-        r = Reader(msg)
-        gid, op, uid = r.t(), r.t(), r.t()
+    def _on_rumor(self, msg: Rumor, now: float) -> list[Action]:
+        gid, uid, change = msg.gid, msg.uid, msg.payload()
         m = self.groups.get(gid)
         if m is None or not self.epidemic:
             self.counts["stale"] += 1
@@ -1054,30 +1058,24 @@ class Dps(Layer):
         c = self.rumors.get(uid)
         if c is None:
             c = 0
-            if op == "add":
-                self._add_member(m, r.e())
-            elif op == "remove":
-                m.members.pop(r.e().node_id, None)
-            elif op == "succ":
-                for _ in range(r.v()):
-                    gone = r.t()
+            if isinstance(change, RumorAdd):
+                self._add_member(m, change.subject)
+            elif isinstance(change, RumorRemove):
+                m.members.pop(change.subject.node_id, None)
+            elif isinstance(change, RumorSucc):
+                for gone in change.adopted:
                     m.children.pop(gone, None)
                     m.grandchildren.pop(gone, None)
-                new = r.ref()
+                new = change.new.ref()
                 if contains(m.ref.label, new.label) and new.label.canon() != m.ref.label.canon():
                     m.children[new.gid] = merged(m.children.get(new.gid), new, self.config.group_contacts)
-            elif op == "pred":
-                m.parent, m.grandparent = r.ref(), r.maybe()
             else:
-                raise ValueError(f"rumor op {op!r}")
+                m.parent, m.grandparent = change.parent.ref(), ref_or_none(change.grandparent)
         if c >= self.config.max_forwards or self.rng.random() >= self.config.p0 / (1 + c):
             self._seen_rumor(uid, c)
             return []
         self._seen_rumor(uid, c + 1)
-        fwd = Pack(*msg.topics)
-        fwd.entries += msg.entries
-        fwd.values += msg.values
-        return self._spread(m, fwd, now, exclude=msg.sender.node_id)
+        return self._spread(m, dataclasses.replace(msg, sender=self.me), now, exclude=msg.sender.node_id)
 
     def _suspect_epidemic(self, dead: NodeId, now: float) -> list[Action]:
         """A dead entry leaves every view; a neighbouring group with no contact left is bridged
@@ -1101,7 +1099,7 @@ class Dps(Layer):
             if isinstance(m.ref.label, Top) and (owner is None or owner.node_id == dead):
                 self.owners[m.tree] = self.me
                 assert self.seed is not None
-                out += self._signal(self.seed, "announce", now, (m.tree,), (self.me,))
+                out += self._send(self.seed, Announce(self.me, m.tree, self.me), now)
         return out
 
     # --- introspection --------------------------------------------------------------------------
@@ -1143,15 +1141,15 @@ class Dps(Layer):
                     raise LocalProtocolError(f"child {c.gid} of {m.gid}: label not properly contained")
 
 
-_HANDLERS = MappingProxyType({
-    "locate": Dps._on_locate, "found": Dps._on_found, "wait": Dps._on_wait, "missing": Dps._on_missing,
-    "announce": Dps._on_announce, "find": Dps._on_find, "retry": Dps._on_retry,
-    "subscribe_to": Dps._on_subscribe_to, "join": Dps._on_join, "join_ack": Dps._on_join_ack,
-    "create": Dps._on_create, "created": Dps._on_created, "pred_changed": Dps._on_pred_changed,
-    "leave": Dps._on_leave, "sync": Dps._on_sync, "leader": Dps._on_leader, "ping": Dps._on_ping,
-    "pong": Dps._on_pong, "takeover": Dps._on_takeover, "reattach": Dps._on_reattach,
-    "shuffle": Dps._on_shuffle, "rumor": Dps._on_rumor, "seeds": Dps._on_seeds, "directory": Dps._on_directory,
-    "hello": Dps._on_hello,
+_HANDLERS: MappingProxyType[type, Callable[[Dps, Any, float], list[Action]]] = MappingProxyType({
+    Locate: Dps._on_locate, Found: Dps._on_found, Wait: Dps._on_wait, Missing: Dps._on_missing,
+    Announce: Dps._on_announce, Find: Dps._on_find, Retry: Dps._on_retry,
+    SubscribeTo: Dps._on_subscribe_to, Join: Dps._on_join, JoinAck: Dps._on_join_ack,
+    Create: Dps._on_create, Created: Dps._on_created, PredChanged: Dps._on_pred_changed,
+    Leave: Dps._on_leave, Sync: Dps._on_sync, Leader: Dps._on_leader, Ping: Dps._on_ping,
+    Pong: Dps._on_pong, Takeover: Dps._on_takeover, Reattach: Dps._on_reattach,
+    Shuffle: Dps._on_shuffle, Rumor: Dps._on_rumor, Seeds: Dps._on_seeds, Directory: Dps._on_directory,
+    Hello: Dps._on_hello,
 })
 
 

@@ -9,10 +9,11 @@ from collections import OrderedDict
 from typing import Protocol
 
 from node.kit.stack import Dissemination
-from node.kit.types import Action, Descriptor, EventMsg, LocalProtocolError, NodeId, RemoteProtocolError, Send, Signal, Topic
+from node.kit.types import Action, Descriptor, EventMsg, LocalProtocolError, NodeId, RemoteProtocolError, Send, Topic
 from node.protocols.dps.config import DpsConfig
 from node.protocols.dps.content import Value, matches, parse_event, value_type
-from node.protocols.dps.groups import GroupRef, Membership, Pack, PendingSub, tree_attr, tree_key
+from node.protocols.dps.groups import GroupRef, Membership, PendingSub, tree_attr, tree_key
+from node.protocols.dps.messages import Shuffle
 
 
 class GroupState(Protocol):
@@ -26,6 +27,8 @@ class GroupState(Protocol):
     rng: random.Random
     subs: dict[str, PendingSub]
 
+    @property
+    def me(self) -> Descriptor: ...
     def leads(self, m: Membership) -> bool: ...
     def led(self, gid: str) -> Membership | None: ...
     def pick(self, r: GroupRef) -> Descriptor: ...
@@ -213,20 +216,21 @@ class DpsRoute(Dissemination):
                 out.append((event, t))
         return out
 
-    def digest(self, m: Membership, now: float, reply: bool) -> Pack:
-        """A shuffle of group ``m``: with repair on, the ids of the events seen in it over the
-        window and how long (ms) this node has been a member."""
+    def digest(self, m: Membership, now: float, reply: bool, sample: tuple[Descriptor, ...]) -> Shuffle:
+        """A shuffle of group ``m`` with a groupview ``sample``: with repair on, the ids of the
+        events seen in it over the window and how long (ms) this node has been a member."""
+        me = self.layer.me
         if not self.config.repair_window_steps:
-            return Pack(m.gid).v(int(reply))
-        ids = [e.event_id for e, _ in self._in_window(m, now)]
-        return Pack(m.gid, *ids).v(int(reply), int(1000 * (now - m.joined)))
+            return Shuffle(me, m.gid, reply, (), (), sample)
+        ids = tuple(e.event_id for e, _ in self._in_window(m, now))
+        return Shuffle(me, m.gid, reply, ids, (int(1000 * (now - m.joined)),), sample)
 
-    def repair(self, m: Membership, shuffle: Signal, now: float) -> list[Action]:
+    def repair(self, m: Membership, shuffle: Shuffle, now: float) -> list[Action]:
         """The events of group ``m`` seen here at least a step ago, since the shuffle's sender
         joined, that its digest does not list: sent to it."""
-        if not self.config.repair_window_steps or len(shuffle.values) < 2:
+        if not self.config.repair_window_steps or not shuffle.member_ms:
             return []
-        have, since = set(shuffle.topics[1:]), now - shuffle.values[1] / 1000
+        have, since = set(shuffle.ids), now - shuffle.member_ms[0] / 1000
         late = [e for e, t in self._in_window(m, now)
                 if e.event_id not in have and since <= t <= now - self.config.step_s and e.publisher != shuffle.sender.node_id]
         self.layer.counts["repaired"] += len(late)
