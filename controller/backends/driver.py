@@ -54,6 +54,9 @@ class Driver(ABC):
         self.ctl: dict[int, control_pb2_grpc.ControlStub] = {}
         self.channels: dict[int, grpc.aio.Channel] = {}
         self.alive: set[int] = set()
+        self.lives: dict[int, int] = {}
+        """Each node's current life (absent: its first, 0), counted by its rejoins: what ``Join``
+        tells the peer (the rejoin rule, node/kit/rejoin.py)."""
         self.partitions: list[frozenset[int]] = []
         self.failures: dict[str, int] = {}
         self.locks: dict[int, asyncio.Lock] = {}
@@ -106,6 +109,7 @@ class Driver(ABC):
         self.timeline.record(time.time_ns(), "join", node, **({"initial": True} if initial else {}))
         await self.ctl[node].Join(control_pb2.JoinRequest(
             contacts=[self._descriptor(node, j) for j in contacts], topics=sorted(self.plan.subscriptions[node]),
+            incarnation=self.lives.get(node, 0),
         ), timeout=RPC_TIMEOUT_S)
 
     def _lock(self, node: int) -> asyncio.Lock:
@@ -118,6 +122,7 @@ class Driver(ABC):
     async def _rejoin_locked(self, node: int, at_s: float) -> None:
         if node in self.alive:
             return
+        self.lives[node] = self.lives.get(node, 0) + 1
         await self.bring_back(node)
         await self._join(node, plans.join_contacts(self.exp, self.plan, node, at_s, self.alive))
 

@@ -67,8 +67,6 @@ class _LocalRun(Driver):
         self.solo: dict[int, subprocess.Popen] = {}
         self.standby: dict[int, tuple[subprocess.Popen, Path]] = {}
         """Each churning node's next process, loaded and waiting for its rejoin."""
-        self.lives: dict[int, int] = {}
-        """Each churning node's latest process: which life of the node it starts (0: the first)."""
         self.host_of: dict[int, subprocess.Popen] = {}
         """The process that hosts each node now."""
         (rd.path / "peers").mkdir(exist_ok=True)
@@ -84,13 +82,14 @@ class _LocalRun(Driver):
     # --- processes --------------------------------------------------------------------------
 
     def _spawn(self, name: str, nodes: list[int], ports: dict[int, tuple[int, int]] | None = None,
-               state: bool = False, standby: bool = False) -> tuple[subprocess.Popen, Path]:
+               state: bool = False, standby: bool = False, life: int = 0) -> tuple[subprocess.Popen, Path]:
         """Start a peer process for ``nodes``; ``ports``: node -> (peer, control) ports to keep;
-        ``standby``: it waits for ``START`` on its stdin before it starts its peers."""
+        ``standby``: it waits for ``START`` on its stdin before it starts its peers; ``life``: the
+        life of its one node it starts (node/kit/rejoin.py)."""
         rd, ports = self.rd, ports or {}
         cfg = peer_config(self.exp, rd.run_id, nodes, trace_dir=str(rd.traces.resolve()), host="127.0.0.1",
                           ports={k: p for k, (p, _) in ports.items()}, control_ports={k: c for k, (_, c) in ports.items()},
-                          incarnations={k: self.lives[k] for k in nodes if self.lives.get(k)},
+                          incarnations={nodes[0]: life} if life else {},
                           pki=str(self.pki) if self.pki else None,
                           state_dir=str(self.state_dir.resolve()) if state else None, exit_with_parent=True,
                           standby=standby)
@@ -138,9 +137,9 @@ class _LocalRun(Driver):
         node is up, so a rejoin costs a process start of tens of milliseconds, not an interpreter's
         seconds on a busy machine."""
         ports = tuple(int(a.rsplit(":", 1)[1]) for a in (self.addrs[node], self.control_addrs[node]))
-        self.lives[node] = self.lives.get(node, 0) + 1
         self.standby[node] = self._spawn(f"node-{node}", [node], {node: ports},
-                                         state=self.exp.churn.rejoin == "resume", standby=True)
+                                         state=self.exp.churn.rejoin == "resume", standby=True,
+                                         life=self.lives.get(node, 0) + 1)
 
     async def take_down(self, node: int, graceful: bool) -> None:
         proc = self.solo[node]

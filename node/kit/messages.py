@@ -33,6 +33,7 @@ declare them for a layer name the protocol owns.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from collections.abc import Callable, Iterator
@@ -101,6 +102,11 @@ class _Field:
     same_as: str = ""
     record: type | None = None
     sub: tuple[_Field, ...] = ()
+
+    @functools.cached_property
+    def stream(self) -> str:
+        """The signal's slot its items go to (a record: none of its own)."""
+        return _STREAM.get(self.slot, "")
 
     @property
     def streams(self) -> set[str]:
@@ -234,22 +240,29 @@ def _scalar(name: str, hint: Any, shape: Shape, extras: list[Any]) -> _Field:
 
 
 class _Writer:
-    """A signal's slots as a message's fields fill them, and where each value came from."""
+    """A signal's slots as a message's fields fill them; with ``track``, where each value came
+    from (for ``malformed``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, track: bool = False) -> None:
         self.slots: dict[str, list[Any]] = {"entries": [], "topics": [], "values": []}
+        self.track = track
         self.marks: list[tuple[int, _Field, str]] = []
         """(index among the values, field, role: presence, count or item)."""
         self.rests: dict[str, tuple[_Field, int]] = {}
         """Per slot, its Rest field and how many items it took."""
 
     def value(self, f: _Field, role: str, v: int) -> None:
-        self.marks.append((len(self.slots["values"]), f, role))
-        self.slots["values"].append(v)
+        values = self.slots["values"]
+        if self.track:
+            self.marks.append((len(values), f, role))
+        values.append(v)
 
     def write(self, fields: tuple[_Field, ...], obj: Any) -> None:
         for f in fields:
             v = getattr(obj, f.name)
+            if f.shape == "one" and f.slot in ("entry", "topic"):
+                self.slots[f.stream].append(v)
+                continue
             if f.shape == "maybe":
                 self.value(f, "presence", int(v is not None))
                 if v is None:
@@ -258,20 +271,21 @@ class _Writer:
             if f.shape == "many":
                 self.value(f, "count", len(items))
             elif f.shape == "rest":
-                self.rests[_STREAM[f.slot]] = (f, len(items))
+                self.rests[f.stream] = (f, len(items))
             elif f.shape == "same" and len(items) != len(getattr(obj, f.same_as)):
                 raise ValueError(f"{f.name}: {len(items)} items, {f.same_as} has {len(getattr(obj, f.same_as))}")
-            for x in items:
-                if f.slot == "record":
+            if f.slot == "record":
+                for x in items:
                     self.write(f.sub, x)
-                elif f.slot in ("entry", "topic"):
-                    self.slots[_STREAM[f.slot]].append(x)
-                else:
+            elif f.slot in ("entry", "topic"):
+                self.slots[f.stream].extend(items)
+            else:
+                for x in items:
                     self.value(f, "item", f.choices.index(x) if f.slot == "enum" else int(x))
 
 
-def _written(msg: Any) -> _Writer:
-    w = _Writer()
+def _written(msg: Any, track: bool = False) -> _Writer:
+    w = _Writer(track)
     w.write(type(msg)._kind.fields, msg)
     return w
 
@@ -284,10 +298,18 @@ def to_signal(msg: Any) -> Signal:
 
 
 class _Cursor:
+    __slots__ = ("items", "at", "what")
+
     def __init__(self, items: tuple[Any, ...], what: str) -> None:
         self.items, self.at, self.what = items, 0, what
 
-    def take(self, n: int = 1) -> tuple[Any, ...]:
+    def take1(self) -> Any:
+        if self.at >= len(self.items):
+            raise RemoteProtocolError(f"too few {self.what}")
+        self.at += 1
+        return self.items[self.at - 1]
+
+    def take(self, n: int) -> tuple[Any, ...]:
         if n < 0 or self.at + n > len(self.items):
             raise RemoteProtocolError(f"too few {self.what}")
         self.at += n
@@ -306,63 +328,75 @@ def from_signal(sig: Signal) -> Any:
     spec = kind_of(sig.layer, sig.kind)
     cursors = {"entries": _Cursor(sig.entries, "entries"), "topics": _Cursor(sig.topics, "topics"),
                "values": _Cursor(sig.values, "values")}
-    out = _read(spec.fields, cursors, f"{spec.layer}/{spec.name}")
+    out = _read(spec.fields, cursors, spec)
     for c in cursors.values():
         c.done()
     return spec.cls(sender=sig.sender, **out)
 
 
-def _read(fields: tuple[_Field, ...], cursors: dict[str, _Cursor], where: str) -> dict[str, Any]:
+def _read(fields: tuple[_Field, ...], cursors: dict[str, _Cursor], where: Any) -> dict[str, Any]:
+    """The fields' values; ``where`` (the kind, or a record field's path) names them in errors."""
     out: dict[str, Any] = {}
     values = cursors["values"]
     for f in fields:
-        at = f"{where}.{f.name}"
+        if f.shape == "one" and f.slot != "record":
+            out[f.name] = _check(f, cursors[f.stream].take1(), where)
+            continue
         if f.shape == "maybe":
-            present = values.take()[0]
+            present = values.take1()
             if present not in (0, 1):
-                raise RemoteProtocolError(f"{at}: presence {present}")
+                raise RemoteProtocolError(f"{_at(where, f)}: presence {present}")
             if not present:
                 out[f.name] = None
                 continue
         n = 1
         if f.shape == "many":
-            n = values.take()[0]
+            n = values.take1()
         elif f.shape == "rest":
-            n = cursors[_STREAM[f.slot]].left()
+            n = cursors[f.stream].left()
         elif f.shape == "same":
             n = len(out[f.same_as])
         if f.shape in ("many", "rest") and not 0 <= n <= f.max_items:
-            raise RemoteProtocolError(f"{at}: {n} items (at most {f.max_items})")
+            raise RemoteProtocolError(f"{_at(where, f)}: {n} items (at most {f.max_items})")
         if f.slot == "record":
             assert f.record is not None
-            items = tuple(f.record(**_read(f.sub, cursors, at)) for _ in range(n))
+            items = tuple(f.record(**_read(f.sub, cursors, _at(where, f))) for _ in range(n))
         else:
-            items = tuple(_check(f, x, at) for x in cursors[_STREAM[f.slot]].take(n))
+            items = tuple(_check(f, x, where) for x in cursors[f.stream].take(n))
         out[f.name] = items if f.shape in ("many", "rest", "same") else items[0]
     return out
 
 
-def _check(f: _Field, x: Any, where: str) -> Any:
-    if f.slot == "enum":
+def _at(where: Any, f: _Field) -> str:
+    return f"{f'{where.layer}/{where.name}' if isinstance(where, Kind) else where}.{f.name}"
+
+
+def _check(f: _Field, x: Any, where: Any) -> Any:
+    slot = f.slot
+    if slot == "entry":
+        return x
+    if slot == "topic":
+        if len(x) > f.max_len:
+            raise RemoteProtocolError(f"{_at(where, f)}: {len(x)} characters (at most {f.max_len})")
+        return x
+    if slot == "value":
+        if not f.lo <= x <= f.hi:
+            raise RemoteProtocolError(f"{_at(where, f)}: {x} outside [{f.lo}, {f.hi}]")
+        return x
+    if slot == "enum":
         if not 0 <= x < len(f.choices):
-            raise RemoteProtocolError(f"{where}: {x} is none of {f.choices}")
+            raise RemoteProtocolError(f"{_at(where, f)}: {x} is none of {f.choices}")
         return f.choices[x]
-    if f.slot == "bool":
-        if x not in (0, 1):
-            raise RemoteProtocolError(f"{where}: {x} is not a bool")
-        return bool(x)
-    if f.slot == "value" and not f.lo <= x <= f.hi:
-        raise RemoteProtocolError(f"{where}: {x} outside [{f.lo}, {f.hi}]")
-    if f.slot == "topic" and len(x) > f.max_len:
-        raise RemoteProtocolError(f"{where}: {len(x)} characters (at most {f.max_len})")
-    return x
+    if x not in (0, 1):
+        raise RemoteProtocolError(f"{_at(where, f)}: {x} is not a bool")
+    return bool(x)
 
 
 def malformed(spec: Kind, good: Signal) -> Iterator[Signal]:
     """Signals a correct peer never sends, derived from a well-formed one of kind ``spec``: an
     item missing or extra in each slot (where a Rest field would not take it in), and each
     bound of each field crossed."""
-    w = _written(from_signal(good))
+    w = _written(from_signal(good), track=True)
     for slot in ("entries", "topics", "values"):
         items = getattr(good, slot)
         rest, n = w.rests.get(slot, (None, 0))

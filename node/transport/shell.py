@@ -131,17 +131,22 @@ class PeerShell(control_pb2_grpc.ControlServicer):
                                                         self.credentials)
         await self.control_server.start()
         self.addr = f"{self.advertise}:{port}"
-        me = Descriptor(self.node_id, self.addr)
         if self.state_path is not None and self.state_path.exists():
             self.core = pickle.loads(self.state_path.read_bytes())
             self.core.me = Descriptor(self.node_id, self.addr, self.core.me.topics, 0, self.core.me.priorities)
             self.stats["restored_state"] += 1
         else:
-            # The life's own seed (the rejoin rule), and a random tag in its event ids: a peer that
-            # restarts without the controller's knowing (no new life number) never repeats them.
-            rng = random.Random(core_seed(self.seed, self.node_id, self.incarnation))
-            self.core = create_protocol(self.protocol_name, me, self.params, rng, self.shared, secrets.token_hex(4))
+            self._new_life(self.incarnation)
         return port
+
+    def _new_life(self, incarnation: int) -> None:
+        """A new core for the node's ``incarnation``-th life: its own seed (the rejoin rule), and a
+        random tag in its event ids, so that a peer that restarts without the controller's
+        knowing (no new life number) never repeats them either."""
+        self.incarnation = incarnation
+        rng = random.Random(core_seed(self.seed, self.node_id, incarnation))
+        self.core = create_protocol(self.protocol_name, Descriptor(self.node_id, self.addr), self.params, rng,
+                                    self.shared, secrets.token_hex(4))
 
     def checkpoint(self) -> None:
         if self.state_path is not None:
@@ -364,6 +369,10 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         return handle
 
     async def Join(self, request, context):
+        if request.incarnation != self.incarnation and self.state_path is None:
+            # a fresh rejoin where the host came back on its own, not told its life (a pod the
+            # StatefulSet restarts): the controller's count of the node's lives decides
+            self._new_life(request.incarnation)
         self.core.subscribe_all(request.topics, self.now)
         contacts = [codec.descriptor_from_pb(c) for c in request.contacts]
         self._execute(self.core.start(self.now, contacts))
@@ -390,6 +399,8 @@ class PeerShell(control_pb2_grpc.ControlServicer):
 
     async def GetStats(self, request, context):
         counters = {**self.stats, **self.core.counters()}
+        if self.incarnation:
+            counters["life"] = self.incarnation
         counters["spans_ended"] = self.telemetry.ended
         counters["spans_exported"] = self.telemetry.exporter.exported
         if self.transport.mode == "unary":  # streams: the process's links, not this peer's

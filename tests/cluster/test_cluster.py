@@ -214,6 +214,14 @@ def test_deleted_peer_pods_are_recorded_brought_back_and_analysed(api, spark, tm
     rejoins = [e for e in timeline if e["kind"] == "join" and not e.get("initial")]
     assert len(crashes) == 2 and sorted(e["node"] for e in rejoins) == sorted(e["node"] for e in crashes)
     assert summary["churn"]["crashes"] == 2
+    # churn.rejoin: fresh (the one rule, node/kit/rejoin.py): the pod the StatefulSet brought back
+    # starts the node's second life, seeded for it (tests/component/test_rejoin_local.py checks the
+    # seed a life's number gives), not a replay of its first
+    run_dir = tmp_path / summary["run_id"]
+    lives = {row["node"]: row["counters"].get("life", 0)
+             for row in map(json.loads, (run_dir / "stats.jsonl").read_text().splitlines())}
+    assert {lives[e["node"]] for e in rejoins} == {1}
+    assert sum(lives.values()) == 2
     assert summary["hit_ratio"] >= 0.99
     assert wait_gone(api, summary["run_id"]) == []
     assert yaml.safe_load((tmp_path / summary["run_id"] / "helm-values.yaml").read_text())["peers"]["churners"] == 2

@@ -7,11 +7,13 @@ import asyncio
 import json
 import random
 
+import grpc
 import pytest
 
 from controller.backends.local import LocalRunner
 from controller.backends.rundir import RunDir
 from controller.experiment.schema import parse_experiment
+from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc
 from node.kit.rejoin import core_seed
 from node.protocols.cyclon.layer import CyclonConfig
 from node.protocols.gossip.protocol import GossipConfig
@@ -47,6 +49,38 @@ def test_a_peer_s_core_draws_from_its_life_s_own_seed(tmp_path):
     assert drawn[0] == [first_life.random() for _ in range(10)]
     assert drawn[1] != drawn[0] and drawn[2] not in (drawn[0], drawn[1])
     assert len(set(tags)) == 3
+
+
+def words_from(seed: str, rng: random.Random, limit: int = 100_000) -> int | None:
+    """How many 32-bit words a generator seeded ``seed`` has drawn to reach ``rng``'s state (every
+    draw takes whole words), or None: ``rng`` draws from another seed."""
+    ref = random.Random(seed)
+    for n in range(limit):
+        if ref.getstate() == rng.getstate():
+            return n
+        ref.getrandbits(32)
+    return None
+
+
+def test_a_peer_told_a_new_life_at_its_join_starts_that_life_over_grpc(tmp_path):
+    """A host that came back on its own (a pod the StatefulSet restarts) starts as life 0; the
+    controller's Join names the node's life, and the peer's core is that life's from then on."""
+    async def main():
+        shell = await started_shell(tmp_path, 0)
+        first = shell.core
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{shell.control_port}") as channel:
+                stub = control_pb2_grpc.ControlStub(channel)
+                await stub.Join(control_pb2.JoinRequest(incarnation=3), timeout=10)
+                stats = await stub.GetStats(control_pb2.Empty(), timeout=10)
+            return first, shell.core, dict(stats.counters)
+        finally:
+            await shell.stop()
+    first, core, counters = asyncio.run(main())
+    assert core is not first and counters["life"] == 3
+    assert words_from(core_seed(9, 4, 3), core.rng) is not None
+    assert words_from(core_seed(9, 4, 0), core.rng, limit=2_000) is None
+    assert core.incarnation != first.incarnation  # its event ids' tag
 
 
 def test_a_fresh_rejoin_on_local_starts_the_node_s_next_life(tmp_path):

@@ -12,11 +12,11 @@ from node.kit.links import LinkRule
 from node.kit.types import Descriptor, LocalProtocolError, RemoteProtocolError, Signal
 from node.protocols.dps.content import format_event, parse_filter
 from node.protocols.dps.protocol import LAYER, DpsConfig
-
-DOWN = 0
 from node.protocols.dps.semantic_tree import SemanticTree
 from node.sim import Simulation
 from tests.helpers import spans
+
+DOWN = 0  # a find's direction on the wire: Literal["down", "up"], by index
 
 
 def network(subs: list[list[str]], *, traversal="root", seed=1, stagger_s=0.0, **params) -> Simulation:

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from . import peer_pb2 as overlaylab_dot_v1_dot_peer__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1boverlaylab/v1/control.proto\x12\roverlaylab.v1\x1a\x18overlaylab/v1/peer.proto\"N\n\x0bJoinRequest\x12/\n\x08\x63ontacts\x18\x01 \x03(\x0b\x32\x1d.overlaylab.v1.NodeDescriptor\x12\x0e\n\x06topics\x18\x02 \x03(\t\"\x1d\n\x0cTopicRequest\x12\r\n\x05topic\x18\x01 \x01(\t\"S\n\x0ePublishRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x0f\n\x07payload\x18\x02 \x01(\x0c\x12\x10\n\x08trace_id\x18\x03 \x01(\x0c\x12\x0f\n\x07span_id\x18\x04 \x01(\x0c\"2\n\x0cPublishReply\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x10\n\x08trace_id\x18\x02 \x01(\x0c\"\x07\n\x05\x45mpty\"\x7f\n\x05Stats\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\x12\x34\n\x08\x63ounters\x18\x02 \x03(\x0b\x32\".overlaylab.v1.Stats.CountersEntry\x1a/\n\rCountersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"\xb5\x01\n\nLayerLinks\x12\r\n\x05layer\x18\x01 \x01(\t\x12\x12\n\nneighbours\x18\x02 \x03(\x04\x12:\n\tper_topic\x18\x03 \x03(\x0b\x32\'.overlaylab.v1.LayerLinks.PerTopicEntry\x1aH\n\rPerTopicEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12&\n\x05value\x18\x02 \x01(\x0b\x32\x17.overlaylab.v1.NodeList:\x02\x38\x01\"\x19\n\x08NodeList\x12\r\n\x05nodes\x18\x01 \x03(\x04\"V\n\x08Snapshot\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\x12\x0e\n\x06topics\x18\x02 \x03(\t\x12)\n\x06layers\x18\x03 \x03(\x0b\x32\x19.overlaylab.v1.LayerLinks\"a\n\x08LinkRule\x12\r\n\x05nodes\x18\x01 \x03(\x04\x12\x10\n\x08\x64\x65lay_ms\x18\x02 \x01(\x01\x12\x11\n\tjitter_ms\x18\x03 \x01(\x01\x12\x0c\n\x04loss\x18\x04 \x01(\x01\x12\x13\n\x0bpartitioned\x18\x05 \x01(\x08\"\x8f\x01\n\tLinkRules\x12&\n\x05rules\x18\x01 \x03(\x0b\x32\x17.overlaylab.v1.LinkRule\x12\x15\n\rbase_delay_ms\x18\x02 \x03(\x01\x12+\n\npartitions\x18\x03 \x03(\x0b\x32\x17.overlaylab.v1.NodeList\x12\x16\n\x0e\x62\x61ndwidth_kbps\x18\x04 \x01(\x01\"Q\n\x0cProbeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\x12\x0c\n\x04\x61\x64\x64r\x18\x02 \x01(\t\x12\r\n\x05\x63ount\x18\x03 \x01(\r\x12\x13\n\x0binterval_ms\x18\x04 \x01(\x01\".\n\x0bProbeReport\x12\x0c\n\x04sent\x18\x01 \x01(\r\x12\x11\n\tdelays_ms\x18\x02 \x03(\x01\x32\xb3\x04\n\x07\x43ontrol\x12\x36\n\x04Join\x12\x1a.overlaylab.v1.JoinRequest\x1a\x12.overlaylab.v1.Ack\x12<\n\tSubscribe\x12\x1b.overlaylab.v1.TopicRequest\x1a\x12.overlaylab.v1.Ack\x12>\n\x0bUnsubscribe\x12\x1b.overlaylab.v1.TopicRequest\x1a\x12.overlaylab.v1.Ack\x12\x45\n\x07Publish\x12\x1d.overlaylab.v1.PublishRequest\x1a\x1b.overlaylab.v1.PublishReply\x12\x36\n\x08GetStats\x12\x14.overlaylab.v1.Empty\x1a\x14.overlaylab.v1.Stats\x12<\n\x0bGetSnapshot\x12\x14.overlaylab.v1.Empty\x1a\x17.overlaylab.v1.Snapshot\x12<\n\x0cSetLinkRules\x12\x18.overlaylab.v1.LinkRules\x1a\x12.overlaylab.v1.Ack\x12\x44\n\tProbeLink\x12\x1b.overlaylab.v1.ProbeRequest\x1a\x1a.overlaylab.v1.ProbeReport\x12\x31\n\x05Leave\x12\x14.overlaylab.v1.Empty\x1a\x12.overlaylab.v1.Ackb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1boverlaylab/v1/control.proto\x12\roverlaylab.v1\x1a\x18overlaylab/v1/peer.proto\"c\n\x0bJoinRequest\x12/\n\x08\x63ontacts\x18\x01 \x03(\x0b\x32\x1d.overlaylab.v1.NodeDescriptor\x12\x0e\n\x06topics\x18\x02 \x03(\t\x12\x13\n\x0bincarnation\x18\x03 \x01(\r\"\x1d\n\x0cTopicRequest\x12\r\n\x05topic\x18\x01 \x01(\t\"S\n\x0ePublishRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x0f\n\x07payload\x18\x02 \x01(\x0c\x12\x10\n\x08trace_id\x18\x03 \x01(\x0c\x12\x0f\n\x07span_id\x18\x04 \x01(\x0c\"2\n\x0cPublishReply\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x10\n\x08trace_id\x18\x02 \x01(\x0c\"\x07\n\x05\x45mpty\"\x7f\n\x05Stats\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\x12\x34\n\x08\x63ounters\x18\x02 \x03(\x0b\x32\".overlaylab.v1.Stats.CountersEntry\x1a/\n\rCountersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"\xb5\x01\n\nLayerLinks\x12\r\n\x05layer\x18\x01 \x01(\t\x12\x12\n\nneighbours\x18\x02 \x03(\x04\x12:\n\tper_topic\x18\x03 \x03(\x0b\x32\'.overlaylab.v1.LayerLinks.PerTopicEntry\x1aH\n\rPerTopicEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12&\n\x05value\x18\x02 \x01(\x0b\x32\x17.overlaylab.v1.NodeList:\x02\x38\x01\"\x19\n\x08NodeList\x12\r\n\x05nodes\x18\x01 \x03(\x04\"V\n\x08Snapshot\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\x12\x0e\n\x06topics\x18\x02 \x03(\t\x12)\n\x06layers\x18\x03 \x03(\x0b\x32\x19.overlaylab.v1.LayerLinks\"a\n\x08LinkRule\x12\r\n\x05nodes\x18\x01 \x03(\x04\x12\x10\n\x08\x64\x65lay_ms\x18\x02 \x01(\x01\x12\x11\n\tjitter_ms\x18\x03 \x01(\x01\x12\x0c\n\x04loss\x18\x04 \x01(\x01\x12\x13\n\x0bpartitioned\x18\x05 \x01(\x08\"\x8f\x01\n\tLinkRules\x12&\n\x05rules\x18\x01 \x03(\x0b\x32\x17.overlaylab.v1.LinkRule\x12\x15\n\rbase_delay_ms\x18\x02 \x03(\x01\x12+\n\npartitions\x18\x03 \x03(\x0b\x32\x17.overlaylab.v1.NodeList\x12\x16\n\x0e\x62\x61ndwidth_kbps\x18\x04 \x01(\x01\"Q\n\x0cProbeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\x12\x0c\n\x04\x61\x64\x64r\x18\x02 \x01(\t\x12\r\n\x05\x63ount\x18\x03 \x01(\r\x12\x13\n\x0binterval_ms\x18\x04 \x01(\x01\".\n\x0bProbeReport\x12\x0c\n\x04sent\x18\x01 \x01(\r\x12\x11\n\tdelays_ms\x18\x02 \x03(\x01\x32\xb3\x04\n\x07\x43ontrol\x12\x36\n\x04Join\x12\x1a.overlaylab.v1.JoinRequest\x1a\x12.overlaylab.v1.Ack\x12<\n\tSubscribe\x12\x1b.overlaylab.v1.TopicRequest\x1a\x12.overlaylab.v1.Ack\x12>\n\x0bUnsubscribe\x12\x1b.overlaylab.v1.TopicRequest\x1a\x12.overlaylab.v1.Ack\x12\x45\n\x07Publish\x12\x1d.overlaylab.v1.PublishRequest\x1a\x1b.overlaylab.v1.PublishReply\x12\x36\n\x08GetStats\x12\x14.overlaylab.v1.Empty\x1a\x14.overlaylab.v1.Stats\x12<\n\x0bGetSnapshot\x12\x14.overlaylab.v1.Empty\x1a\x17.overlaylab.v1.Snapshot\x12<\n\x0cSetLinkRules\x12\x18.overlaylab.v1.LinkRules\x1a\x12.overlaylab.v1.Ack\x12\x44\n\tProbeLink\x12\x1b.overlaylab.v1.ProbeRequest\x1a\x1a.overlaylab.v1.ProbeReport\x12\x31\n\x05Leave\x12\x14.overlaylab.v1.Empty\x1a\x12.overlaylab.v1.Ackb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,35 +37,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LAYERLINKS_PERTOPICENTRY']._loaded_options = None
   _globals['_LAYERLINKS_PERTOPICENTRY']._serialized_options = b'8\001'
   _globals['_JOINREQUEST']._serialized_start=72
-  _globals['_JOINREQUEST']._serialized_end=150
-  _globals['_TOPICREQUEST']._serialized_start=152
-  _globals['_TOPICREQUEST']._serialized_end=181
-  _globals['_PUBLISHREQUEST']._serialized_start=183
-  _globals['_PUBLISHREQUEST']._serialized_end=266
-  _globals['_PUBLISHREPLY']._serialized_start=268
-  _globals['_PUBLISHREPLY']._serialized_end=318
-  _globals['_EMPTY']._serialized_start=320
-  _globals['_EMPTY']._serialized_end=327
-  _globals['_STATS']._serialized_start=329
-  _globals['_STATS']._serialized_end=456
-  _globals['_STATS_COUNTERSENTRY']._serialized_start=409
-  _globals['_STATS_COUNTERSENTRY']._serialized_end=456
-  _globals['_LAYERLINKS']._serialized_start=459
-  _globals['_LAYERLINKS']._serialized_end=640
-  _globals['_LAYERLINKS_PERTOPICENTRY']._serialized_start=568
-  _globals['_LAYERLINKS_PERTOPICENTRY']._serialized_end=640
-  _globals['_NODELIST']._serialized_start=642
-  _globals['_NODELIST']._serialized_end=667
-  _globals['_SNAPSHOT']._serialized_start=669
-  _globals['_SNAPSHOT']._serialized_end=755
-  _globals['_LINKRULE']._serialized_start=757
-  _globals['_LINKRULE']._serialized_end=854
-  _globals['_LINKRULES']._serialized_start=857
-  _globals['_LINKRULES']._serialized_end=1000
-  _globals['_PROBEREQUEST']._serialized_start=1002
-  _globals['_PROBEREQUEST']._serialized_end=1083
-  _globals['_PROBEREPORT']._serialized_start=1085
-  _globals['_PROBEREPORT']._serialized_end=1131
-  _globals['_CONTROL']._serialized_start=1134
-  _globals['_CONTROL']._serialized_end=1697
+  _globals['_JOINREQUEST']._serialized_end=171
+  _globals['_TOPICREQUEST']._serialized_start=173
+  _globals['_TOPICREQUEST']._serialized_end=202
+  _globals['_PUBLISHREQUEST']._serialized_start=204
+  _globals['_PUBLISHREQUEST']._serialized_end=287
+  _globals['_PUBLISHREPLY']._serialized_start=289
+  _globals['_PUBLISHREPLY']._serialized_end=339
+  _globals['_EMPTY']._serialized_start=341
+  _globals['_EMPTY']._serialized_end=348
+  _globals['_STATS']._serialized_start=350
+  _globals['_STATS']._serialized_end=477
+  _globals['_STATS_COUNTERSENTRY']._serialized_start=430
+  _globals['_STATS_COUNTERSENTRY']._serialized_end=477
+  _globals['_LAYERLINKS']._serialized_start=480
+  _globals['_LAYERLINKS']._serialized_end=661
+  _globals['_LAYERLINKS_PERTOPICENTRY']._serialized_start=589
+  _globals['_LAYERLINKS_PERTOPICENTRY']._serialized_end=661
+  _globals['_NODELIST']._serialized_start=663
+  _globals['_NODELIST']._serialized_end=688
+  _globals['_SNAPSHOT']._serialized_start=690
+  _globals['_SNAPSHOT']._serialized_end=776
+  _globals['_LINKRULE']._serialized_start=778
+  _globals['_LINKRULE']._serialized_end=875
+  _globals['_LINKRULES']._serialized_start=878
+  _globals['_LINKRULES']._serialized_end=1021
+  _globals['_PROBEREQUEST']._serialized_start=1023
+  _globals['_PROBEREQUEST']._serialized_end=1104
+  _globals['_PROBEREPORT']._serialized_start=1106
+  _globals['_PROBEREPORT']._serialized_end=1152
+  _globals['_CONTROL']._serialized_start=1155
+  _globals['_CONTROL']._serialized_end=1718
 # @@protoc_insertion_point(module_scope)

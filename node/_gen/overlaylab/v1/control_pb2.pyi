@@ -8,12 +8,14 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class JoinRequest(_message.Message):
-    __slots__ = ("contacts", "topics")
+    __slots__ = ("contacts", "topics", "incarnation")
     CONTACTS_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
     contacts: _containers.RepeatedCompositeFieldContainer[_peer_pb2.NodeDescriptor]
     topics: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, contacts: _Optional[_Iterable[_Union[_peer_pb2.NodeDescriptor, _Mapping]]] = ..., topics: _Optional[_Iterable[str]] = ...) -> None: ...
+    incarnation: int
+    def __init__(self, contacts: _Optional[_Iterable[_Union[_peer_pb2.NodeDescriptor, _Mapping]]] = ..., topics: _Optional[_Iterable[str]] = ..., incarnation: _Optional[int] = ...) -> None: ...
 
 class TopicRequest(_message.Message):
     __slots__ = ("topic",)
