@@ -38,6 +38,7 @@ import types
 import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Literal, TypeVar, dataclass_transform, get_args, get_origin
 
 from node.kit.types import Descriptor, RemoteProtocolError, Signal
@@ -81,7 +82,7 @@ class SameLen:
 
 Slot = Literal["entry", "value", "topic", "enum", "bool", "record"]
 Shape = Literal["one", "many", "maybe", "rest", "same"]
-_STREAM = {"entry": "entries", "topic": "topics", "value": "values", "enum": "values", "bool": "values"}
+_STREAM = MappingProxyType({"entry": "entries", "topic": "topics", "value": "values", "enum": "values", "bool": "values"})
 
 
 @dataclass(frozen=True)
