@@ -76,11 +76,13 @@ def missing_parents(spans: DataFrame) -> int:
 
 
 def publications(spans: DataFrame, window_ns: int | None, end_ns: int) -> DataFrame:
-    """(event_id, topic, publisher, t0_ns, window_end_ns) of every publish span."""
-    end: Column = F.col("time_ns") + F.lit(window_ns) if window_ns is not None else F.lit(end_ns)
+    """(event_id, topic, publisher, t0_ns, window_end_ns, clipped) of every publish span. The
+    window ends ``window_ns`` after the publication or at the end of the run, whichever comes
+    first (``clipped``: the run's end cut it short; the event is scored on the part before)."""
+    full: Column = F.col("time_ns") + F.lit(window_ns) if window_ns is not None else F.lit(end_ns)
     return spans.where(F.col("name") == "publish").select(
         "event_id", "topic", F.col("node").alias("publisher"), F.col("time_ns").alias("t0_ns"),
-        end.alias("window_end_ns"),
+        F.least(full, F.lit(end_ns)).alias("window_end_ns"), (full > F.lit(end_ns)).alias("clipped"),
     )
 
 
@@ -156,14 +158,23 @@ def reach(spans: DataFrame, pubs: DataFrame) -> DataFrame:
         F.coalesce("copies", F.lit(0)).alias("copies"), F.coalesce("max_hops", F.lit(0)).alias("max_hops"))
 
 
-def copies(spans: DataFrame) -> DataFrame:
-    """One row: total copies received, distinct (event, node) receipts, copies at non-subscribers."""
-    r = spans.where(F.col("name") == "receive")
+def copies(spans: DataFrame, subscriptions: DataFrame) -> DataFrame:
+    """One row: total copies received, distinct (event, node) receipts, and copies at nodes not
+    subscribed to the event's topic (per the subscriptions file, not the copy's own flag)."""
+    subscribed = (subscriptions.select("node", F.explode("topics").alias("topic")).distinct()
+                  .withColumn("subscribed", F.lit(True)))
+    r = spans.where(F.col("name") == "receive").join(subscribed, ["node", "topic"], "left")
     return r.agg(
         F.count("*").alias("copies"),
         F.count_distinct("event_id", "node").alias("receipts"),
-        F.sum((~F.col("subscriber")).cast("long")).alias("relay_copies"),
+        F.sum(F.col("subscribed").isNull().cast("long")).alias("relay_copies"),
     )
+
+
+def without_parent(spans: DataFrame) -> int:
+    """Received copies whose span names no parent: a send the trace lost track of (every copy
+    is sent under the sender's span of the event)."""
+    return spans.where((F.col("name") == "receive") & F.col("parent_span_id").isNull()).count()
 
 
 def hop_histogram(dels: DataFrame) -> DataFrame:

@@ -93,9 +93,11 @@ def _analyse(spark: SparkSession, staged_run: StagedRun) -> dict:
         final = snapshot
     stats = read_jsonl(rd / "stats.jsonl")
     plugin.add_stats(stats)
-    summary = summarize(meta, raw_spans, spans, dels, events, final, stats, subscriptions)
+    summary = summarize(meta, raw_spans, spans, dels, events, final, stats, subscriptions, subs)
     summary["refused_events"] = refused_summary(refused)
+    summary["window_clipped_events"] = pubs.where(F.col("clipped")).count()
     summary["spans"]["lost_at_least"] = m.missing_parents(raw_spans)
+    summary["spans"]["without_parent"] = m.without_parent(raw_spans)
     summary["partial"] = partial(meta, timeline_rows)
     if (rd / "fidelity.json").exists():
         summary["fidelity"] = json.loads((rd / "fidelity.json").read_text())
@@ -198,7 +200,7 @@ def refused_summary(refused: DataFrame, examples: int = 10) -> dict:
 
 
 def summarize(meta: dict, raw_spans: DataFrame, spans: DataFrame, dels: DataFrame, events: DataFrame,
-              snapshots: list[dict], stats: list[dict], subscriptions: dict) -> dict:
+              snapshots: list[dict], stats: list[dict], subscriptions: dict, subs: DataFrame) -> dict:
     tot = dels.agg(F.count("*").alias("x"), F.sum(F.col("delivered").cast("long")).alias("d")).first()
     ev = events.agg(
         F.count("*").alias("events"),
@@ -208,7 +210,7 @@ def summarize(meta: dict, raw_spans: DataFrame, spans: DataFrame, dels: DataFram
     ).first()
     lat = m.quantiles(dels, "latency_ms", QUANTILES).first()
     hops = m.quantiles(dels, "hops", QUANTILES).first()
-    cp = m.copies(spans).first()
+    cp = m.copies(spans, subs).first()
     counts = raw_spans.groupBy("name").count().collect()
     by_name = {r["name"]: r["count"] for r in counts}
     totals = overlay.counter_totals(stats, ["spans_dropped", "malformed", "unauthorized", "send_failed",

@@ -72,7 +72,7 @@ class StaticGossipAnalysis(ProtocolAnalysis):
             "receivers_mean_per_network": means,
             "receivers_sd_across_networks": statistics.stdev(means) if len(means) > 1 else 0.0,
             "subscribers_reached_mean": statistics.fmean(reached_subs),
-            "copies_per_receiver": copies / sum(receivers),
+            "copies_per_receiver": copies / max(1, sum(r - 1 for r in receivers)),
             "duplicates_per_event": statistics.fmean(e["copies"] - (e["receivers"] - 1) for e in self.events),
             "max_hops": max(e["max_hops"] for e in self.events),
             "ttl": self.meta.get("protocol_params", {}).get("ttl"),

@@ -64,16 +64,16 @@ class EventSpans:
 
 def event_spans(core: Stack, have: EventSpans | None) -> EventSpans | None:
     """``have`` (or a new one) where ``core``'s rule sends copies later; None where it does not."""
-    if core.rule.repair_layer is None:
+    if not core.rule.later_events:
         return None
-    return have if have is not None else EventSpans(core.rule.repair_events)
+    return have if have is not None else EventSpans(core.rule.later_events)
 
 
 def interpret(core: Stack, actions: list[Any], stats: Counter[str], driver: ActionDriver, parent: Any = None,
               event_spans: EventSpans | None = None) -> None:
     """Carry out ``actions`` of ``core``: messages leave under the span of the copy that caused
     them (``parent``, or the receive or publish span among the actions). With ``event_spans``
-    (a rule that sends copies later: ``Dissemination.repair_layer``), an event copy with no such
+    (a rule that sends copies later: ``Dissemination.later_events``), an event copy with no such
     span leaves under the node's own span of that event."""
     node, span = core.node_id, parent
     for a in actions:  # Actions, whose types are final: exact type tests (the simulator's hottest loop)

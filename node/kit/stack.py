@@ -205,6 +205,13 @@ class Dissemination(_Part, ABC):
         """How many of the node's latest events a repair may send copies of."""
         return 0
 
+    @property
+    def later_events(self) -> int:
+        """How many of the node's latest events this rule may send copies of outside their own
+        handling (a repair; an event held or buffered, or sent again after a failed send): such
+        a copy leaves under the node's own span of the event (``node.kit.interpret``)."""
+        return self.repair_events if self.repair_layer is not None else 0
+
     def exchange_digest(self, now: float) -> tuple[str, ...]:
         """The ids of recent events, for a message of ``repair_layer``."""
         return ()

@@ -148,14 +148,14 @@ def test_hop_and_latency_quantiles_over_first_copies(spark, ties):
 
 
 def test_per_event_and_copies_with_duplicates_and_a_miss(spark, ties):
-    spans, _, _, pubs, dels = ties
+    spans, subs, _, pubs, dels = ties
     got = m.per_event(dels, pubs).select("event_id", "expected", "delivered", "hit_ratio", "t50_ms", "t90_ms", "t100_ms")
     want = spark.createDataFrame([("e1", 2, 2, 1.0, 0.0, 0.0, 0.0), ("e2", 4, 3, 0.75, 10.0, None, None)],
                                  "event_id string, expected long, delivered long, hit_ratio double, "
                                  "t50_ms double, t90_ms double, t100_ms double")
     assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
     # 12 copies, 9 distinct (event, node) receipts (duplication 4/3), 1 copy at a non-subscriber.
-    assert_df_equality(m.copies(spans), spark.createDataFrame([(12, 9, 1)], "copies long, receipts long, relay_copies long"),
+    assert_df_equality(m.copies(spans, subs), spark.createDataFrame([(12, 9, 1)], "copies long, receipts long, relay_copies long"),
                        ignore_nullable=True)
 
 
@@ -178,9 +178,25 @@ def test_per_event_hit_ratio_and_time_to_coverage(spark, frames):
 
 
 def test_copies_duplication_and_relays(spark, frames):
-    spans, *_ = frames
-    row = m.copies(spans).first()
+    spans, subs, *_ = frames
+    row = m.copies(spans, subs).first()
     assert (row["copies"], row["receipts"], row["relay_copies"]) == (6, 5, 1)
+
+
+def test_a_relay_is_a_copy_at_a_node_not_subscribed_whatever_the_copy_says(spark):
+    """The subscriptions file decides, not the receiver's flag (a peer's own account)."""
+    spans = spark.createDataFrame([span("receive", 3, "e1", "a", 10, 1, True, True, 0),   # node 3: on b only
+                                   span("receive", 1, "e1", "a", 20, 1, True, False, 0)],  # node 1: on a
+                                  schemas.SPANS)
+    row = m.copies(spans, spark.createDataFrame(SUBS, schemas.SUBSCRIPTIONS)).first()
+    assert (row["copies"], row["relay_copies"]) == (2, 1)
+
+
+def test_received_copies_without_a_parent_span_are_counted(spark):
+    rows = [("t", "s0", None, *span("publish", 0, "e1", "a", 0)[3:]),
+            ("t", "s1", "s0", *span("receive", 1, "e1", "a", 5, 1, True, True, 0)[3:]),
+            ("t", "s2", None, *span("receive", 2, "e1", "a", 6, 2, True, True, 1)[3:])]  # its sender's span lost
+    assert m.without_parent(spark.createDataFrame(rows, schemas.SPANS)) == 1
 
 
 def test_window_defaults_to_the_end_of_the_run(spark, frames):
@@ -191,6 +207,21 @@ def test_window_defaults_to_the_end_of_the_run(spark, frames):
     # node 2 leaves at 2000 < END: excluded everywhere; e2's late copy has nobody to count for.
     got = {(r["event_id"], r["node"], r["delivered"]) for r in dels.collect()}
     assert got == {("e1", 1, True), ("e3", 0, True)}
+
+
+def test_an_event_whose_window_passes_the_end_is_scored_on_the_part_before_the_end(spark):
+    """Survivors' intervals close at their end-of-run leaves, recorded after the run's end: an
+    event published less than a window before the end still has its expected receivers."""
+    spans = spark.createDataFrame([span("publish", 0, "e9", "a", 4500), span("receive", 1, "e9", "a", 4900, 1, True, True, 0),
+                                   span("receive", 2, "e9", "a", 5200, 1, True, True, 0)], schemas.SPANS)
+    subs = spark.createDataFrame(SUBS, schemas.SUBSCRIPTIONS)
+    timeline = spark.createDataFrame([(0, "join", 0), (0, "join", 1), (0, "join", 2), (END + 300 * MS, "leave", 0),
+                                      (END + 300 * MS, "leave", 1), (END + 300 * MS, "leave", 2)], schemas.TIMELINE)
+    pubs = m.publications(spans, window_ns=1000 * MS, end_ns=END)
+    assert [(r["window_end_ns"], r["clipped"]) for r in pubs.collect()] == [(END, True)]
+    dels = m.deliveries(m.expected_receivers(pubs, subs, m.alive_intervals(timeline, END)), pubs, m.first_copies(spans))
+    # node 1's copy came before the end, node 2's after it: outside the window that is left
+    assert {(r["node"], r["delivered"]) for r in dels.collect()} == {(1, True), (2, False)}
 
 
 def test_alive_intervals_pair_each_join_with_the_next_exit(spark):

@@ -6,10 +6,15 @@ from __future__ import annotations
 
 import json
 
+import shutil
+
 import pyarrow.parquet as pq
 import pytest
+from pyspark.sql import functions as F
 
+from analysis import metrics
 from analysis.crosscheck import compare
+from analysis.jobs import summarize
 from controller.cli.main import main
 from tests.helpers import cli_run, conformance_experiment, synthetic_run
 
@@ -52,6 +57,23 @@ def test_crosscheck_agrees_with_the_summary_and_catches_a_wrong_one(zero_delay_r
         main(["crosscheck", str(rd)])
     assert done.value.code == 1
     assert "hops.mean" in capsys.readouterr().out
+
+
+def test_a_deliberate_difference_in_the_spark_analysis_is_reported(zero_delay_run, spark, tmp_path, monkeypatch):
+    """The two computations share no rule: a Spark analysis that takes, of copies tied on time,
+    the one with the most hops (a test-only switch) disagrees with the crosscheck on hops."""
+    rd = tmp_path / "run"
+    shutil.copytree(zero_delay_run, rd)
+
+    def most_hops_first(spans):
+        order = F.struct("time_ns", (-F.col("hops")).alias("fewest"))
+        return (spans.where(F.col("name") == "receive").groupBy("event_id", "node")
+                .agg(F.min_by(F.struct("time_ns", "hops"), order).alias("f")).select("event_id", "node", "f.time_ns", "f.hops"))
+
+    monkeypatch.setattr(metrics, "first_copies", most_hops_first)
+    summarize.run(rd, spark)
+    differ = {r["metric"] for r in compare(rd) if not r["agree"]}
+    assert "hops.mean" in differ and not differ - {"hops.mean", "hops.p50", "hops.p99", "hops.max"}
 
 
 def test_crosscheck_of_a_run_not_analysed_says_so(tmp_path, capsys):

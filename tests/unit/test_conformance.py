@@ -104,6 +104,18 @@ def test_invariants_hold_after_every_step_and_every_event_is_delivered(run):
     assert wanted and wanted <= firsts, f"{name}: {len(wanted - firsts)} of {len(wanted)} deliveries missing"
 
 
+def test_every_received_copy_leaves_under_its_sender_s_span_of_the_event(run):
+    """Each event's trace is one tree: every receive span names a parent span the run holds
+    (a copy sent later, a held or buffered event among them, still leaves under the sender's
+    span of that event)."""
+    name, sim, _ = run
+    cols = sim.spans.columns
+    ids = set(cols["span_id"])
+    orphans = [(e, n) for e, n, kind, parent in zip(cols["event_id"], cols["node"], cols["name"], cols["parent_span_id"])
+               if kind == "receive" and parent not in ids]
+    assert not orphans, f"{name}: {len(orphans)} copies without a parent span, e.g. {orphans[:3]}"
+
+
 def test_events_are_event_messages_and_layer_messages_name_a_layer_of_the_stack(run):
     name, sim, sent = run
     layers = set(next(iter(sim.nodes.values())).layers)

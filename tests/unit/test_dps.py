@@ -268,6 +268,23 @@ def test_a_group_being_created_buffers_what_arrives_and_replays_it():
     assert {1, 2} <= got
 
 
+def test_held_and_buffered_events_leave_under_the_publisher_s_span():
+    """A publisher that must locate the tree first holds the event; a blocked group buffers it:
+    the copies sent later still leave under the sender's span of the event (its trace one tree)."""
+    sim = network([[], ["?a>2"], ["?a>5"], []], stagger_s=0.0)
+    sim.run_until(5)
+    led = leaders(sim)
+    parent = next(m for m in sim.nodes[led["top"][0]].layers[LAYER].groups.values() if m.ref.label.canon() == "top")
+    parent.blocked_until = sim.now + 2
+    sim.publish(3, format_event({"a": 7}), b"x")  # node 3 subscribes to nothing: it locates the tree
+    sim.run_until(sim.now + 5)
+    got = spans(sim)
+    ids = {s["span_id"] for s in got}
+    receives = [s for s in got if s["name"] == "receive"]
+    assert {s["node"] for s in receives} >= {1, 2}
+    assert all(s["parent_span_id"] in ids for s in receives), [s for s in receives if s["parent_span_id"] not in ids]
+
+
 def test_malformed_messages_are_refused_and_bad_subscriptions_named():
     core = create_protocol("dps", Descriptor(1, "n1"), DpsConfig(), random.Random(1))
     core.start(0.0, [Descriptor(0, "n0")])

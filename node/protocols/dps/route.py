@@ -40,6 +40,10 @@ class DpsRoute(Dissemination):
     """Publication routing over the groups (spec §4.4.2, §4.5, §4.6.3)."""
 
     name = "dps-route"
+    later_events = 1024
+    """Events held for their tree's location, buffered at a blocked group, sent again after a
+    failed send or by the epidemic repair leave under this node's span of the event: of its
+    latest 1,024 (instrumentation, not protocol)."""
 
     def __init__(self, layer: GroupState, config: DpsConfig) -> None:
         self.layer, self.config = layer, config
