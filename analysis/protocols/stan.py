@@ -3,8 +3,10 @@ improvement, the omniscient reference, and the fitness of every topic overlay be
 
 From the snapshots' per-topic views (``per_topic``: topic -> out-neighbours): LVS(p) = Σ_t
 |views_p[t]|, PVS(p) = |∪_t views_p[t]|, per snapshot (one per round with ``lockstep``); IPVS and
-FPVS are the first and the last snapshot's PVS; the relative improvement of p is 100 (IPVS −
-FPVS) / IPVS. The omniscient PVS of p is |∪_t lowest_k(S_t \\ {p})| with k = |views_p[t]| and
+FPVS are the first and the last snapshot's PVS. Every mean is over one snapshot's own nodes
+(``ipvs_mean``: the first's, as ``rounds[0]``; ``fpvs_mean`` and ``omniscient_pvs_mean``: the
+last's, as ``rounds[-1]``); what compares a node with itself (the relative improvement 100
+(IPVS − FPVS) / IPVS, ``per_node``) is over the ``nodes`` in both, which under churn are fewer. The omniscient PVS of p is |∪_t lowest_k(S_t \\ {p})| with k = |views_p[t]| and
 the weight the protocol documents (SHA-1 of "p|q"), recomputed here from the subscriptions. Each
 topic overlay G_t (directed, on its subscribers): weakly connected components, strong
 connectivity, mean clustering coefficient of its undirected form, directed diameter (None where
@@ -106,11 +108,13 @@ class StanAnalysis(ProtocolAnalysis):
         if not self.rounds:
             return {}
         last = view_sizes(final)
-        nodes = sorted(set(last) & set(self.first_sizes))
+        nodes = sorted(set(last) & set(self.first_sizes))  # per node: those in both snapshots
         ipvs = np.array([self.first_sizes[p][1] for p in nodes], dtype=float)
         fpvs = np.array([last[p][1] for p in nodes], dtype=float)
         improvement = np.where(ipvs > 0, 100 * (ipvs - fpvs) / np.maximum(ipvs, 1), 0.0)
         omni = omniscient_pvs(final, self.subscriptions)
+        ipvs_mean = statistics.fmean(v[1] for v in self.first_sizes.values())  # each snapshot's own nodes
+        fpvs_mean = statistics.fmean(v[1] for v in last.values())
         before, after = fitness(topic_graphs(self.first)), fitness(topic_graphs(final))
         out: dict = {
             "nodes": len(nodes),
@@ -118,10 +122,10 @@ class StanAnalysis(ProtocolAnalysis):
             "lvs_mean": self.rounds[-1]["lvs_mean"],
             "lvs_constant": not self.lvs_changed,
             "nodes_whose_lvs_changed": len(self.lvs_changed),
-            "ipvs_mean": float(ipvs.mean()),
-            "fpvs_mean": float(fpvs.mean()),
-            "pvs_reduction": float(1 - fpvs.mean() / ipvs.mean()) if ipvs.mean() else 0.0,
-            "omniscient_pvs_mean": statistics.fmean(omni[p] for p in nodes),
+            "ipvs_mean": ipvs_mean,
+            "fpvs_mean": fpvs_mean,
+            "pvs_reduction": 1 - fpvs_mean / ipvs_mean if ipvs_mean else 0.0,
+            "omniscient_pvs_mean": statistics.fmean(omni.values()),
             "improvement_pct": {"median": float(np.median(improvement)), "mean": float(improvement.mean()),
                                 "share_over_40": float((improvement > 40).mean()),
                                 "share_negative": float((improvement < 0).mean())},

@@ -10,7 +10,7 @@ from collections import Counter
 import networkx as nx
 import pytest
 
-from analysis.protocols.stan import omniscient_pvs
+from analysis.protocols.stan import StanAnalysis, omniscient_pvs
 from controller.experiment import plans
 from controller.experiment.schema import parse_experiment
 from node.kit import create_protocol
@@ -212,3 +212,24 @@ def test_churn_mode_drops_the_dead_and_finds_the_joiners():
         core = sim.nodes[i].layers[LAYER]
         assert not dead & set(core.view), i
         assert all(len(v) == core.size[t] for t, v in core.views.items()), i
+
+
+def test_under_churn_each_mean_is_over_its_snapshot_s_nodes_and_each_comparison_over_those_in_both():
+    """Node 0 leaves before the last snapshot, node 3 joins after the first: the means agree
+    with the rounds they summarise; the per-node improvement takes nodes 1 and 2 only."""
+    subs = {p: ["a", "b"] for p in range(4)}
+    first = [{"node": 0, "t_ns": 0, "per_topic": {"a": [1], "b": [2]}},
+             {"node": 1, "t_ns": 0, "per_topic": {"a": [0], "b": [2]}},
+             {"node": 2, "t_ns": 0, "per_topic": {"a": [1], "b": [0]}}]
+    last = [{"node": 1, "t_ns": 9, "per_topic": {"a": [2], "b": [2]}},
+            {"node": 2, "t_ns": 9, "per_topic": {"a": [1], "b": [3]}},
+            {"node": 3, "t_ns": 9, "per_topic": {"a": [1], "b": [1]}}]
+    analysis = StanAnalysis({"protocol": "stan"}, subs)
+    analysis.add_snapshot(first)
+    analysis.add_snapshot(last)
+    m = analysis.metrics(last)
+    assert m["ipvs_mean"] == m["rounds"][0]["pvs_mean"] == 2.0
+    assert m["fpvs_mean"] == m["rounds"][-1]["pvs_mean"] == pytest.approx(4 / 3)
+    assert m["omniscient_pvs_mean"] == statistics.fmean(omniscient_pvs(last, subs).values())
+    assert [p["node"] for p in m["per_node"]] == [1, 2] and m["nodes"] == 2
+    assert m["improvement_pct"]["mean"] == pytest.approx(statistics.fmean([50.0, 0.0]))
