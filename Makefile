@@ -21,7 +21,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 EXPERIMENT ?= experiments/quickstart.yaml
 BACKEND ?= local
 
-.PHONY: setup run test lint docs test-unit test-component proto proto-check bench bench-sim bench-load bench-spans bench-peers bench-poldercast bench-spark bench-identity clean \
+.PHONY: setup run test lint docs test-unit test-component native-verify proto proto-check bench bench-sim bench-load bench-spans bench-peers bench-poldercast bench-spark bench-identity clean \
 	chart-schema chart-render chart-check image test-image \
 	cluster-build cluster-images cluster-up cluster-down test-cluster bench-cluster \
 	chaos-build chaos-up chaos-down bench-chaos-mesh
@@ -38,7 +38,7 @@ $(STAMP): pyproject.toml constraints.txt
 # The simulator's compiled CYCLON and PolderCast loops (node/sim/native/, Rust with PyO3,
 # docs/architecture.md), built where cargo is present; without them the simulator runs its Python
 # loop (same output).
-$(NATIVE): node/sim/native/Cargo.toml node/sim/native/pyproject.toml $(wildcard node/sim/native/src/*.rs) | $(STAMP)
+$(NATIVE): node/sim/native/Cargo.toml node/sim/native/pyproject.toml node/sim/native/verified.json $(wildcard node/sim/native/src/*.rs) | $(STAMP)
 	@if command -v cargo >/dev/null; then \
 		rm -rf $(NATIVE_WHEELS) && $(PY) -m pip wheel --quiet --no-deps -w $(NATIVE_WHEELS) ./node/sim/native && \
 		$(PY) -m pip install --quiet --force-reinstall --no-deps $(NATIVE_WHEELS)/*.whl && touch $@; \
@@ -69,6 +69,14 @@ test-component: setup $(MOTO)
 # Generated stubs are checked in; regenerate them with the pinned grpcio-tools.
 PROTOS := $(wildcard proto/overlaylab/v1/*.proto)
 GEN := node/_gen
+
+# After changing code a compiled loop mirrors (node/sim/mirror.py): the loops verified against it
+# (tests/unit/test_native.py with the fingerprint check off) and, if every run is byte-identical,
+# its fingerprints recorded and the extension rebuilt with them.
+native-verify: setup
+	OVERLAYLAB_NATIVE_UNVERIFIED=1 $(PY) -m pytest -q -p no:cacheprovider tests/unit/test_native.py
+	$(PY) -m node.sim.mirror
+	$(MAKE) $(NATIVE)
 
 proto: setup
 	rm -rf $(GEN)/overlaylab && mkdir -p $(GEN)

@@ -16,6 +16,8 @@ from node.kit.types import NodeSnapshot
 
 ACCELERATORS = {"native": "node.sim.native:loop_for"}
 """Accelerator name -> the function that offers its loop for a simulation."""
+STALE = "was verified against other Python code"
+"""In the reason a loop gives for not running: code it mirrors changed since it was verified."""
 
 
 class Accelerator(Protocol):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import heapq
+import logging
 import random
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -21,8 +22,10 @@ from node.kit.interpret import DROPPED_BY_LINK, LOST_TO_DEAD_PEER, MALFORMED, Ev
 from node.kit.links import LinkModel, LinkRule
 from node.kit.stack import Stack
 from node.kit.types import Action, Descriptor, EventMsg, NodeSnapshot, RemoteProtocolError, Send
-from node.sim.accelerators import Accelerator, accelerator_for
+from node.sim.accelerators import STALE, Accelerator, accelerator_for
 from node.wire import codec
+
+log = logging.getLogger("overlaylab.sim")
 
 _TIMER, _MSG, _CALL = 0, 1, 2
 NATIVE_QUIET_S = 2.0
@@ -119,6 +122,9 @@ class Simulation:
         never."""
         self.native_steps = 0
         """Steps the compiled loop ran."""
+        self.native_stale: str | None = None
+        """Why a compiled loop that could have run did not: Python code it mirrors changed since
+        it was verified (said once, as a warning; run.json records it)."""
         self._native: Accelerator | None = None
         self._native_tried = False
         self._native_retry_at = 0.0
@@ -301,6 +307,9 @@ class Simulation:
             if any(kind == _CALL and not data[1] and at < soon for at, _, kind, data in self._queue):
                 return
         loop, reason = accelerator_for(self)
+        if reason is not None and STALE in reason and self.native_stale is None:
+            self.native_stale = reason
+            log.warning("sim.engine: the Python loop runs: %s", reason)
         if loop is not None:
             self._native = loop(self)
             with paused_gc():

@@ -29,6 +29,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import json
+import os
 import random
 from collections import Counter, OrderedDict
 from collections.abc import Callable
@@ -45,6 +46,8 @@ from node.protocols.poldercast.rings import LAYER as RINGS
 from node.protocols.poldercast.rings import Rings
 from node.protocols.poldercast.vicinity import LAYER as VICINITY
 from node.protocols.poldercast.vicinity import Vicinity
+from node.sim import mirror
+from node.sim.accelerators import STALE
 from node.wire import codec
 
 try:
@@ -83,7 +86,21 @@ def loop_for(sim: Simulation) -> tuple[type[NativeCyclon] | type[NativePolderCas
         reason = _unsupported_poldercast(sim)
     else:
         return None, f"node {first.node_id} is neither a CYCLON nor a PolderCast node"
+    if reason is None:
+        reason = unverified(loop.kind)
     return (loop, None) if reason is None else (None, reason)
+
+
+def unverified(kind: str) -> str | None:
+    """Why the ``kind`` loop may not stand in for the running Python code: code it mirrors that
+    changed since it was verified (node/sim/mirror.py); None where it may."""
+    if os.environ.get(mirror.UNVERIFIED_ENV) == "1":
+        return None
+    changed = mirror.changed(kind, overlaylab_native.verified())
+    if not changed:
+        return None
+    return (f"the compiled {kind} loop {STALE}: {', '.join(changed)} changed since (after changing it, "
+            "`make native-verify`; docs/architecture.md)")
 
 
 def _unsupported_simulation(sim: Simulation) -> str | None:
@@ -134,6 +151,7 @@ class _Loop:
     nodes' random states, and the clocks (the interface: :class:`node.sim.accelerators.Accelerator`)."""
 
     engine: Any
+    kind: str
     publishes = False
 
     def __init__(self, sim: Simulation) -> None:
@@ -201,6 +219,8 @@ class _Loop:
 class NativeCyclon(_Loop):
     """A simulation's CYCLON overlay in the compiled loop: ``take`` it from the Python objects,
     run it (``engine``), ``give_back``."""
+
+    kind = "cyclon"
 
     def __init__(self, sim: Simulation) -> None:
         super().__init__(sim)
@@ -364,6 +384,7 @@ def _foreign_profiles(nodes: dict[int, Stack]) -> Callable[[Descriptor], str | N
 
 
 class NativePolderCast(_Loop):
+    kind = "poldercast"
     publishes = True
     """A simulation's PolderCast overlay in the compiled loop: ``take`` it from the Python
     objects, run it (``engine``), ``give_back``. Topics are numbered, the most subscribed first;

@@ -5,7 +5,6 @@ when the summary is wrong."""
 from __future__ import annotations
 
 import json
-
 import shutil
 
 import pyarrow.parquet as pq

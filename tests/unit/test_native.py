@@ -18,7 +18,7 @@ from controller.backends.rundir import RunDir
 from controller.backends.sim import SimRunner
 from controller.experiment.schema import parse_experiment
 from node.protocols.cyclon.layer import Cyclon
-from node.sim import native
+from node.sim import mirror, native
 
 pytestmark = pytest.mark.unit
 
@@ -201,3 +201,60 @@ def test_poldercast_variants_forked_after_the_warm_up_are_the_python_ones(tmp_pa
         steps = [json.loads((v / "run.json").read_text()) for v in variants]
     assert digests["native"] == digests["python"]
     assert all(m["sim_native_steps"] == m["sim_steps"] for m in steps)  # the native run's, the last
+
+
+# --- the loops refuse to stand in for code they were not verified against ------------------------
+
+CHANGES = {  # a one-character change to a mirrored rule, per loop it reaches
+    "ringcast": ("node.protocols.poldercast.ringcast", "ring, k = [succ, pred], f - 2", "ring, k = [succ, pred], f - 1",
+                 POLDERCAST),
+    "cyclon-merge": ("node.protocols.cyclon.layer", "if len(self.view) >= self.config.view_size:",
+                     "if len(self.view) > self.config.view_size:", GOSSIP),
+    "vicinity-ranking": ("node.protocols.poldercast.vicinity", "for key in sorted(groups, reverse=True):",
+                         "for key in sorted(groups, reverse=False):", POLDERCAST),
+}
+
+
+def patched(monkeypatch, module: str, old: str, new: str) -> None:
+    """``module``'s source as the fingerprints read it, with ``old`` replaced (no file touched)."""
+    real = mirror.source
+
+    def source(name: str) -> str:
+        text = real(name)
+        if name == module:
+            assert text.count(old) == 1, old
+            return text.replace(old, new)
+        return text
+    monkeypatch.setattr(mirror, "source", source)
+
+
+@compiled
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_a_changed_mirrored_rule_runs_python_under_auto_and_is_refused_under_native(tmp_path, monkeypatch, caplog, change):
+    module, old, new, sections = CHANGES[change]
+    _, meta = run(tmp_path / "before", "auto", **sections)
+    assert meta["sim_native_steps"] > 0 and meta["sim_native_stale"] is None  # the tree as verified
+    patched(monkeypatch, module, old, new)
+    with caplog.at_level("WARNING", logger="overlaylab.sim"):
+        _, meta = run(tmp_path / "after", "auto", **sections)
+    assert meta["sim_native_steps"] == 0 and module in meta["sim_native_stale"]
+    warnings = [r for r in caplog.records if r.name == "overlaylab.sim"]
+    assert len(warnings) == 1 and module in warnings[0].getMessage()
+    with pytest.raises(RuntimeError, match=module.replace(".", r"\.")):
+        run(tmp_path / "native", "native", **sections)
+
+
+def test_a_docstring_or_comment_is_no_change():
+    module = "node.protocols.cyclon.layer"
+    text = mirror.source(module)
+    before = mirror._fingerprint(text, module, "")
+    assert mirror._fingerprint(text.replace('"""', '"""Reworded. ', 1) + "\n# a comment\n", module, "") == before
+    assert mirror._fingerprint(text.replace(">= self.config.view_size", "> self.config.view_size"), module, "") != before
+
+
+def test_the_verified_fingerprints_are_the_trees_and_the_extensions():
+    """The committed fingerprints are the running code's (after a change to mirrored code,
+    `make native-verify`), and the built extension embeds them."""
+    assert json.loads(mirror.VERIFIED.read_text()) == mirror.fingerprints()
+    if native.available():
+        assert json.loads(native.overlaylab_native.verified()) == json.loads(mirror.VERIFIED.read_text())

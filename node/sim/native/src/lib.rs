@@ -704,8 +704,16 @@ fn mt_sample(state: Vec<u64>, population: usize, k: usize) -> PyResult<(Vec<usiz
     Ok((out, mt.to_state()))
 }
 
+/// The fingerprints of the Python code these loops were verified against (node/sim/mirror.py),
+/// embedded when the extension is built.
+#[pyfunction]
+fn verified() -> &'static str {
+    include_str!("../verified.json")
+}
+
 #[pymodule]
 fn overlaylab_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(verified, m)?)?;
     m.add_class::<Engine>()?;
     m.add_class::<poldercast::PolderEngine>()?;
     m.add_function(wrap_pyfunction!(mt_randoms, m)?)?;
