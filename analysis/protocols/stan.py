@@ -6,8 +6,9 @@ From the snapshots' per-topic views (``per_topic``: topic -> out-neighbours): LV
 FPVS are the first and the last snapshot's PVS. Every mean is over one snapshot's own nodes
 (``ipvs_mean``: the first's, as ``rounds[0]``; ``fpvs_mean`` and ``omniscient_pvs_mean``: the
 last's, as ``rounds[-1]``); what compares a node with itself (the relative improvement 100
-(IPVS − FPVS) / IPVS, ``per_node``) is over the ``nodes`` in both, which under churn are fewer. The omniscient PVS
-of p is |∪_t lowest_k(S_t \\ {p})| with k = |views_p[t]| and the weight the protocol documents (SHA-1 of "p|q"), recomputed here from the subscriptions. Each
+(IPVS − FPVS) / IPVS, ``per_node``) is over the ``nodes`` in both, which under churn are
+fewer. The omniscient PVS of p is |∪_t lowest_k(S_t \\ {p})| with k = |views_p[t]| and the
+weight the protocol documents (SHA-1 of "p|q"), recomputed here from the subscriptions. Each
 topic overlay G_t (directed, on its subscribers): weakly connected components, strong
 connectivity, mean clustering coefficient of its undirected form, directed diameter (None where
 not strongly connected). On real peers the open gRPC channels of each peer (``stats.jsonl``
