@@ -21,7 +21,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 EXPERIMENT ?= experiments/quickstart.yaml
 BACKEND ?= local
 
-.PHONY: setup run test lint docs test-unit test-component native-verify proto proto-check bench bench-sim bench-load bench-spans bench-peers bench-poldercast bench-spark bench-identity clean \
+.PHONY: setup run test lint docs test-unit test-component native-verify reproduce reproduce-quick proto proto-check bench bench-sim bench-load bench-spans bench-peers bench-poldercast bench-spark bench-identity clean \
 	chart-schema chart-render chart-check image test-image \
 	cluster-build cluster-images cluster-up cluster-down test-cluster bench-cluster \
 	chaos-build chaos-up chaos-down bench-chaos-mesh
@@ -175,6 +175,13 @@ bench-cluster: setup
 
 bench-chaos-mesh: setup $(HELM)
 	$(PY) bench/chaos_mesh.py
+
+# The seed papers' claims, claim by claim (docs/reproduce.md): quick (minutes; CI) and the papers' scale.
+reproduce-quick: setup
+	$(PY) -m controller.cli.main reproduce --scale quick --out runs/reproduce-quick
+
+reproduce: setup
+	$(PY) -m controller.cli.main reproduce --scale paper --out docs/results/reproduce
 
 bench: bench-sim bench-load bench-spans bench-peers bench-poldercast bench-spark
 

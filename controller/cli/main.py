@@ -3,6 +3,7 @@
     overlaylab run FILE [--backend sim|local] [--seed N] [--out DIR] [--set PATH=VALUE ...] [--load-ui]
     overlaylab analyze RUN_DIR                 prints the headline metrics; summary.json has everything
     overlaylab sweep FILE [--set ...] [--out DIR] [--parallel N]  every point of the file's sweep: grid
+    overlaylab reproduce [PAPER|CLAIM ...] [--scale quick|paper]  the seed papers' claims, claim by claim
     overlaylab compare RUN_DIR RUN_DIR...    metrics side by side (e.g. sim against local; or a sweep's directory)
     overlaylab crosscheck RUN_DIR            the core metrics recomputed in plain Python against summary.json
     overlaylab synthetic OUT --spans N       a synthetic run of about N spans (to try the analysis at scale)
@@ -98,6 +99,27 @@ def cmd_sweep(args) -> int:
     record = json.loads((sweep_dir / "sweep.json").read_text())
     console.print(f"sweep: {sweep_dir}/sweep.json, sweep.csv ({record['wall_s']} s)")
     return 1 if any(p["rc"] != 0 for p in record["points"]) else 0
+
+
+def cmd_reproduce(args) -> int:
+    """The papers' claims, claim by claim: runs, verdicts, a report directory; 1 where a claim
+    that no registered explanation covers did not reproduce."""
+    import time
+
+    from controller.reproduce import failures, reproduce
+
+    out = Path(args.out or f"runs/reproduce-{args.scale}-{time.strftime('%Y%m%d-%H%M%S')}")
+    try:
+        record = reproduce(list(args.targets), args.scale, out, args.parallel, args.resume)
+    except ValueError as e:
+        raise ExperimentError(str(e)) from None
+    for name, paper in record["papers"].items():
+        console.print(f"reproduce: {name}: " + ", ".join(f"{n} {v}" for v, n in paper["counts"].items()))
+    failed = failures(record)
+    if failed:
+        console.print(f"[red]reproduce: not reproduced: {', '.join(failed)}[/]")
+    console.print(f"reproduce: {out}/index.html, {out}/reproduce.json")
+    return 1 if failed else 0
 
 
 def cmd_sweep_point(args) -> int:
@@ -411,6 +433,17 @@ def build_parser() -> argparse.ArgumentParser:
                        help="where the points (simulations) run: processes here, or an Indexed Job on the "
                             "cluster of the file's k8s section")
     sweep.set_defaults(fn=cmd_sweep)
+
+    rep = sub.add_parser("reproduce", help="the seed papers' claims, claim by claim: runs, verdicts and a report")
+    rep.add_argument("targets", nargs="*", metavar="PAPER|CLAIM",
+                     help="papers (poldercast, spidercast, stan, dps, ferretti) or claim ids (P1, C2...); default: all")
+    rep.add_argument("--scale", choices=["quick", "paper"], default="quick",
+                     help="quick: minutes on this machine; paper: the paper's N, rounds and repetitions")
+    rep.add_argument("--out", help="the report directory (default: runs/reproduce-<scale>-<time>)")
+    rep.add_argument("--parallel", type=int, help="runs at once (default: one per core)")
+    rep.add_argument("--resume", action="store_true",
+                     help="keep the runs an earlier invocation into --out ran and analysed; run the rest")
+    rep.set_defaults(fn=cmd_reproduce)
 
     mdl = sub.add_parser("model", help="the analytic gossip model (ferretti-gossip.md) on the file's sweep grid, "
                                        "against simulation")

@@ -1,0 +1,1 @@
+"""One module per paper: how this project checks each of its claims (``claims()``)."""

@@ -1,0 +1,45 @@
+"""PolderCast's claims (design spec poldercast.md §7): E1's ring convergence, hit ratio and
+duplication, from the E1 file (quick: 1,000 nodes; paper: its 10,000)."""
+
+from __future__ import annotations
+
+from controller.reproduce.claims import Check, Claim, Expect, Run, load
+
+E1 = "experiments/poldercast-e1-convergence.yaml"
+RUNS = {"quick": (Run(E1, ("nodes.count=1000",)),), "paper": (Run(E1),)}
+OPTIONS = {"ring_selection": "the file's (protocol default)", "ring_failover": False, "fanout": 2}
+
+
+def first_cycle_rings_complete(summaries: list[dict], incomplete_pct: float = 1.0) -> float | None:
+    """The first cycle at which at most ``incomplete_pct`` % of the topic rings miss a link."""
+    for r in summaries[0]["protocol_metrics"]["ring_convergence"]:
+        if r["incomplete_rings_pct"] <= incomplete_pct:
+            return float(r["cycle"])
+    return None
+
+
+def last_rounds_hit_ratio(summaries: list[dict], rounds: int = 5) -> float:
+    """The hit ratio of the last ``rounds`` publication rounds (the rings complete by then)."""
+    rows = [r for r in summaries[0]["load"]["timeseries"] if r["published"]][-rounds:]
+    return sum(r["delivered"] for r in rows) / sum(r["expected"] for r in rows)
+
+
+CHECKS = {
+    "P1": Check(RUNS, first_cycle_rings_complete, Expect("<=", 60), OPTIONS,
+                note="cycle at which at most 1% of the rings miss a link"),
+    "P10": Check(RUNS, lambda s: s[0]["duplication_factor"], Expect("<=", 2), OPTIONS,
+                 note="copies received per (event, receiver), f = 2",
+                 explained="the bound is per forwarding node (each sends f copies); per receiver the mean is a "
+                           "little above f, since the copies sent back to an event's publisher have no receipt "
+                           "of their own to count against"),
+    "P15": Check(RUNS, last_rounds_hit_ratio, Expect(">=", 1.0), OPTIONS,
+                 note="hit ratio of the last 5 of 60 publication rounds, a static network"),
+}
+NOT_TESTABLE = {
+    "P9": "needs Scribe (not built yet)", "P12": "needs Scribe (not built yet)", "P14": "needs Scribe (not built yet)",
+    "P16": "asymptotic statements (Table 1), not a measurement", "P17": "a statement about deployments",
+}
+
+
+def claims() -> list[Claim]:
+    return load("poldercast", CHECKS, NOT_TESTABLE)

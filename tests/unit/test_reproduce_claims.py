@@ -1,0 +1,57 @@
+"""The claims registry of `overlaylab reproduce` (controller/reproduce/): every paper's claims
+listed, every check's runs valid experiment files, and the verdict rules on hand-made numbers."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from controller.experiment.schema import load_experiment
+from controller.reproduce import registry, select
+from controller.reproduce.claims import CLAIMS, Expect, mean_sd
+from controller.reproduce.runner import needed
+
+pytestmark = pytest.mark.unit
+
+COUNTS = {"poldercast": 17, "spidercast": 18, "stan": 14, "dps": 14, "ferretti": 9}
+"""P1-P17, C1-C18, S1-S14, R1-R14, F1-F9: the design specs' checkable headlines."""
+
+
+def test_every_claim_of_every_paper_is_listed_with_a_check_or_why_not():
+    claims = registry()
+    assert {p: len(cs) for p, cs in claims.items()} == COUNTS
+    for paper, cs in claims.items():
+        assert [c.id for c in cs] == [r["id"] for r in yaml.safe_load((CLAIMS / f"{paper}.yaml").read_text())]
+        for c in cs:
+            assert c.statement and c.source
+            assert c.check is not None or c.why_not
+
+
+@pytest.mark.parametrize("scale", ["quick", "paper"])
+def test_every_run_a_check_needs_is_a_valid_experiment(scale):
+    keys = needed([c for cs in registry().values() for c in cs], scale)
+    assert keys
+    for file, sets in keys:
+        exp = load_experiment(file, list(sets))
+        assert exp.backend == "sim", (file, sets)
+
+
+def test_select_takes_papers_and_claim_ids_and_names_what_it_does_not_know():
+    assert [c.id for c in select(["C2", "p1"])["spidercast"]] == ["C2"]
+    assert list(select(["stan"])) == ["stan"]
+    with pytest.raises(ValueError, match="no paper or claim called x9"):
+        select(["X9"])
+
+
+def test_verdict_rules():
+    assert Expect("<=", 60).verdict(42.0) == "reproduced"
+    assert Expect("<=", 60).verdict(None) == "not reproduced"
+    assert Expect(">=", 1.0).verdict(0.999) == "not reproduced"
+    assert Expect("true").verdict(True) == "reproduced" and Expect("true").verdict(False) == "not reproduced"
+    table = Expect("==", [10.81, 10.11, 9.53], tol=0.06, shape="decreasing")
+    assert table.verdict([11.2, 10.5, 9.9]) == "within tolerance"
+    assert table.verdict([13.0, 12.0, 11.0]) == "shape only"
+    assert table.verdict([13.0, 12.0, 12.5]) == "not reproduced"
+    assert Expect("==", [25.13, 54.74], abs_tol=5.0).verdict([24.3, 49.8]) == "within tolerance"
+    assert Expect("==", 0.4, tol=0.25).verdict(mean_sd([0.31, 0.33, 0.29])) == "within tolerance"
+    assert Expect("decreasing").verdict([3, 2, 1]) == "reproduced" and Expect("increasing").verdict([1, 1]) == "not reproduced"
