@@ -15,9 +15,9 @@ import jinja2
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from controller.reproduce.claims import PAPERS  # noqa: E402
+from controller.reproduce.claims import PAPERS
 
 VERDICTS = ("reproduced", "within tolerance", "shape only", "not reproduced", "not testable")
 _TEMPLATES = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
