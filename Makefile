@@ -187,7 +187,7 @@ reproduce-quick: setup
 	$(PY) -m controller.cli.main reproduce --scale quick --out runs/reproduce-quick
 
 reproduce: setup
-	$(PY) -m controller.cli.main reproduce --scale paper --out docs/results/reproduce
+	$(PY) -m controller.cli.main reproduce --scale paper --out docs/results/reproduce --runs runs/reproduce-paper --resume
 
 bench: bench-sim bench-load bench-spans bench-peers bench-poldercast bench-spark
 

@@ -110,7 +110,8 @@ def cmd_reproduce(args) -> int:
 
     out = Path(args.out or f"runs/reproduce-{args.scale}-{time.strftime('%Y%m%d-%H%M%S')}")
     try:
-        record = reproduce(list(args.targets), args.scale, out, args.parallel, args.resume)
+        record = reproduce(list(args.targets), args.scale, out, args.parallel, args.resume,
+                           Path(args.runs) if args.runs else None)
     except ValueError as e:
         raise ExperimentError(str(e)) from None
     for name, paper in record["papers"].items():
@@ -441,6 +442,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="quick: minutes on this machine; paper: the paper's N, rounds and repetitions")
     rep.add_argument("--out", help="the report directory (default: runs/reproduce-<scale>-<time>)")
     rep.add_argument("--parallel", type=int, help="runs at once (default: one per core)")
+    rep.add_argument("--runs", help="where the runs go (default: OUT/runs); a report to commit keeps them apart")
     rep.add_argument("--resume", action="store_true",
                      help="keep the runs an earlier invocation into --out ran and analysed; run the rest")
     rep.set_defaults(fn=cmd_reproduce)

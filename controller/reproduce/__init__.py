@@ -39,11 +39,13 @@ def select(targets: list[str]) -> dict[str, list[Claim]]:
             if p in wanted or any(c.id.lower() in wanted for c in cs)}
 
 
-def reproduce(targets: list[str], scale: Scale, out: Path, workers: int | None = None, resume: bool = False) -> dict:
-    """Run, judge and report; returns the record written to ``out/reproduce.json``."""
+def reproduce(targets: list[str], scale: Scale, out: Path, workers: int | None = None, resume: bool = False,
+              runs: Path | None = None) -> dict:
+    """Run (under ``runs``, default ``out/runs``), judge and report; returns the record written
+    to ``out/reproduce.json``."""
     chosen = select(targets)
     claims = [c for cs in chosen.values() for c in cs]
-    summaries = execute(needed(claims, scale), out, workers, resume)
+    summaries = execute(needed(claims, scale), runs or out / "runs", workers, resume)
     return write(out, scale, {p: [judge(c, scale, summaries) for c in cs] for p, cs in chosen.items()})
 
 

@@ -59,13 +59,12 @@ def _analysed(key: RunKey, runs_dir: Path) -> dict | None:
     return json.loads(found[-1].read_text()) if found else None
 
 
-def execute(keys: list[RunKey], out: Path, workers: int | None = None, resume: bool = False) -> dict[RunKey, dict | None]:
-    """Each run's summary (None where it failed). ``resume``: the runs an earlier invocation
-    into ``out`` ran and analysed are kept."""
+def execute(keys: list[RunKey], runs_dir: Path, workers: int | None = None, resume: bool = False) -> dict[RunKey, dict | None]:
+    """Each run's summary (None where it failed), the runs under ``runs_dir``. ``resume``: the
+    runs an earlier invocation there ran and analysed are kept."""
     from analysis.jobs.summarize import run as summarize
     from analysis.spark import get_spark
 
-    runs_dir = out / "runs"
     summaries: dict[RunKey, dict | None] = {k: _analysed(k, runs_dir) for k in keys} if resume else {}
     todo = [k for k in keys if summaries.get(k) is None]
     workers = workers or os.cpu_count() or 1
