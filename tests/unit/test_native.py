@@ -17,8 +17,13 @@ import pytest
 from controller.backends.rundir import RunDir
 from controller.backends.sim import SimRunner
 from controller.experiment.schema import parse_experiment
-from node.protocols.cyclon.layer import Cyclon
-from node.sim import mirror, native
+from node.kit import create_protocol
+from node.kit.links import LinkRule
+from node.kit.types import Descriptor
+from node.protocols.cyclon.layer import Cyclon, CyclonConfig
+from node.protocols.gossip.protocol import GossipConfig
+from node.sim import Simulation, mirror, native
+from node.sim.check import first_divergence
 
 pytestmark = pytest.mark.unit
 
@@ -258,3 +263,38 @@ def test_the_verified_fingerprints_are_the_trees_and_the_extensions():
     assert json.loads(mirror.VERIFIED.read_text()) == mirror.fingerprints()
     if native.available():
         assert json.loads(native.overlaylab_native.verified()) == json.loads(mirror.VERIFIED.read_text())
+
+
+# --- a divergence names its first step (node/sim/check.py) -----------------------------------------
+
+def cyclon_overlay(engine: str) -> Simulation:
+    """60 CYCLON nodes (the gossip before its first publication), the compiled loop's kind."""
+    sim = Simulation(seed=5, link_rules=[LinkRule(delay_ms=10)], wire_codec=False, engine=engine)
+    config = GossipConfig(cyclon=CyclonConfig(view_size=8, shuffle_length=4))
+    for i in range(60):
+        sim.add_node(create_protocol("gossip", Descriptor(i, f"n{i}", frozenset({"t"})), config, random.Random(f"5:{i}")))
+    pick = random.Random(5)
+    for i in range(60):
+        sim.start_node(i, [Descriptor(j, f"n{j}") for j in pick.sample([j for j in range(60) if j != i], 4)])
+    return sim
+
+
+@compiled
+def test_the_check_finds_no_divergence_where_there_is_none():
+    assert first_divergence(cyclon_overlay, t_end=6.0) is None
+
+
+@compiled
+def test_a_divergence_in_the_compiled_loop_is_reported_with_its_step_node_and_state(monkeypatch):
+    """A test-only fault in the loop (one view entry aged twice at the first tick from 3.2 s):
+    the check names the time, the step, the node, the field and both values, not digests."""
+    monkeypatch.setenv("OVERLAYLAB_NATIVE_DIVERGE_AT_S", "3.2")
+    found = first_divergence(cyclon_overlay, t_end=6.0)
+    assert found is not None and 3.2 <= found.time_s <= 3.2 + 1.0 + 1e-3
+    assert found.steps > 0 and found.due
+    [(node, fields)] = list(found.nodes.items())[:1]
+    assert "cyclon.view" in fields
+    py_view, native_view = fields["cyclon.view"]
+    assert [n for n, _ in py_view] == [n for n, _ in native_view]  # the same entries, one age apart
+    assert sum(a for _, (_, a) in native_view) == sum(a for _, (_, a) in py_view) + 1
+    assert f"node {node} cyclon.view" in str(found) and "first divergence at t =" in str(found)

@@ -314,6 +314,10 @@ struct Engine {
     scratch_candidates: Vec<Entry>,
     scratch_ids: Vec<u32>,
     scratch_replaceable: Vec<u32>,
+    /// A test-only fault (`OVERLAYLAB_NATIVE_DIVERGE_AT_S`, read when the loop is made): the
+    /// first CYCLON tick at or after this virtual time ages one view entry twice, so that the
+    /// divergence check (node/sim/check.py) has a divergence to find.
+    diverge_at: Option<f64>,
 }
 
 impl Engine {
@@ -420,6 +424,10 @@ impl Engine {
     fn tick(&mut self, i: u32) {
         let now = self.now;
         let (view_size, refill, shuffle_length, timeout_s) = (self.view_size, self.refill, self.shuffle_length, self.timeout_s);
+        let diverge = self.diverge_at.is_some_and(|t| now >= t);
+        if diverge {
+            self.diverge_at = None;
+        }
         let node = self.node(i);
         node.pending.retain(|p| p.deadline > now);
         if node.view.is_empty() && refill {
@@ -429,6 +437,9 @@ impl Engine {
         if !node.view.is_empty() {
             for d in node.view.iter_mut() {
                 d.age += 1;
+            }
+            if diverge {
+                node.view[0].age += 1; // the test-only fault, once
             }
             let oldest = node.view.iter().map(|d| d.age).max().unwrap();
             let ties = node.view.iter().filter(|d| d.age == oldest).count();
@@ -582,6 +593,7 @@ impl Engine {
             queue: BinaryHeap::new(), msgs: Vec::new(), free_msgs: Vec::new(),
             now: 0.0, steps: 0, seq: 0, frozen_s: 0.0, scratch: Vec::new(), scratch_pool: Vec::new(),
             scratch_candidates: Vec::new(), scratch_ids: Vec::new(), scratch_replaceable: Vec::new(),
+            diverge_at: std::env::var("OVERLAYLAB_NATIVE_DIVERGE_AT_S").ok().and_then(|v| v.parse().ok()),
         })
     }
 
