@@ -26,7 +26,11 @@ def last_rounds_hit_ratio(summaries: list[dict], rounds: int = 5) -> float:
 
 CHECKS = {
     "P1": Check(RUNS, first_cycle_rings_complete, Expect("<=", 60), OPTIONS,
-                note="cycle at which at most 1% of the rings miss a link"),
+                note="cycle at which at most 1% of the rings miss a link",
+                explained="the paper ran on crawled Twitter and Facebook data; the file's synthetic Chung-Lu "
+                          "graph shares links between topics more (0.643): at 10,000 nodes 3.8% of its rings "
+                          "still miss a link at cycle 60, while on a geometric graph (0.36) 99% are complete at "
+                          "cycle 28 (docs/results/poldercast.md, E1 at 10,000 nodes)"),
     "P10": Check(RUNS, lambda s: s[0]["duplication_factor"], Expect("<=", 2), OPTIONS,
                  note="copies received per (event, receiver), f = 2",
                  explained="the bound holds per node: each sends at most f copies. Per receiver it does not: "
@@ -34,7 +38,9 @@ CHECKS = {
                            "to the n - 1 others, up to f n / (n - 1) per receiver (2.14 over this run's events), "
                            "above f on small topics"),
     "P15": Check(RUNS, last_rounds_hit_ratio, Expect(">=", 1.0), OPTIONS,
-                 note="hit ratio of the last 5 of 60 publication rounds, a static network"),
+                 note="hit ratio of the last 5 of 60 publication rounds, a static network",
+                 explained="the claim holds once the rings are complete; where some are not yet (P1 at 10,000 "
+                           "nodes on the synthetic graph) a few subscribers behind a missing link miss events"),
 }
 NOT_TESTABLE = {
     "P9": "needs Scribe (not built yet)", "P12": "needs Scribe (not built yet)", "P14": "needs Scribe (not built yet)",
