@@ -94,19 +94,27 @@ def points(file: str | Path, overrides: list[str] = (), *, check: bool = True,
     return base, found
 
 
+def run_process(file: str | Path, overrides: list[str], where: Path) -> tuple[int, Path | None, float]:
+    """``overlaylab run FILE --no-analyze`` as a process into ``where`` (its log in
+    ``log.txt``): its exit code, its run directory (None if it wrote none) and wall seconds."""
+    where.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "controller.cli.main", "run", str(file), *(a for o in overrides for a in ("--set", o)),
+           "--out", str(where), "--no-analyze"]
+    t0 = time.perf_counter()
+    with open(where / "log.txt", "wb") as log:
+        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
+    runs = sorted(d for d in where.iterdir() if d.is_dir())
+    return rc, (runs[-1] if runs else None), time.perf_counter() - t0
+
+
 def run_point(file: str | Path, overrides: list[str], p: Point, sweep_dir: Path) -> dict:
     """Run one point as an ``overlaylab run`` process into ``sweep_dir/<label>/`` (its log, its
     run directory and ``point.json``: the row ``sweep.json`` lists it by)."""
     where = sweep_dir / p.label
     where.mkdir(parents=True)
-    cmd = [sys.executable, "-m", "controller.cli.main", "run", str(file), *(a for o in overrides for a in ("--set", o)),
-           *(a for o in p.overrides() for a in ("--set", o)), "--out", str(where), "--no-analyze"]
-    t0 = time.perf_counter()
-    with open(where / "log.txt", "wb") as log:
-        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
-    runs = sorted(d for d in where.iterdir() if d.is_dir())
+    rc, run, wall = run_process(file, [*overrides, *p.overrides()], where)
     row = {"point": p.label, "settings": p.settings, "seed": p.seed, "rc": rc,
-           "wall_s": round(time.perf_counter() - t0, 2), "run_dir": str(runs[0].relative_to(sweep_dir)) if runs else None}
+           "wall_s": round(wall, 2), "run_dir": str(run.relative_to(sweep_dir)) if run else None}
     (where / "point.json").write_text(json.dumps(row, indent=2) + "\n")
     console.print(f"sweep: {p.label}: {'done' if rc == 0 else f'FAILED (rc {rc}, see {where}/log.txt)'}"
                   f" in {row['wall_s']} s")

@@ -7,14 +7,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
-import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from controller.backends.progress import console
+from controller.cli.sweep import run_process
 from controller.reproduce.claims import Claim, Scale, Verdict
 
 RunKey = tuple[str, tuple[str, ...]]
@@ -36,20 +34,13 @@ def needed(claims: list[Claim], scale: Scale) -> list[RunKey]:
     return list(keys)
 
 
-def _run(key: RunKey, runs_dir: Path) -> tuple[RunKey, Path | None, float]:
-    where = runs_dir / key_name(key)
-    where.mkdir(parents=True, exist_ok=True)
+def _run(key: RunKey, runs_dir: Path) -> tuple[RunKey, Path | None]:
     file, sets = key
-    cmd = [sys.executable, "-m", "controller.cli.main", "run", file, *(a for s in sets for a in ("--set", s)),
-           "--out", str(where), "--no-analyze"]
-    t0 = time.perf_counter()
-    with open(where / "log.txt", "wb") as log:
-        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
-    dirs = sorted(d for d in where.iterdir() if d.is_dir())
-    wall = time.perf_counter() - t0
+    where = runs_dir / key_name(key)
+    rc, run, wall = run_process(file, list(sets), where)
     console.print(f"reproduce: {file} {' '.join(sets)}: {'done' if rc == 0 else f'FAILED (see {where}/log.txt)'} "
                   f"in {wall:.0f} s")
-    return key, (dirs[-1] if rc == 0 and dirs else None), wall
+    return key, (run if rc == 0 else None)
 
 
 def _analysed(key: RunKey, runs_dir: Path) -> dict | None:
@@ -73,7 +64,7 @@ def execute(keys: list[RunKey], runs_dir: Path, workers: int | None = None, resu
         done = list(pool.map(lambda k: _run(k, runs_dir), todo))
     if done:
         spark = get_spark()
-        for key, run_dir, _ in done:
+        for key, run_dir in done:
             summaries[key] = summarize(str(run_dir), spark) if run_dir is not None else None
     return summaries
 
