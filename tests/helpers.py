@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import random
 import socket
@@ -118,6 +119,17 @@ def black_hole(port: int) -> list[socket.socket]:
         s.connect_ex(("127.0.0.2", port))
         held.append(s)
     return held
+
+
+async def eventually(condition, timeout_s: float = 30.0) -> bool:
+    """Whether ``condition()`` became true within ``timeout_s``: a deadline generous enough for a
+    machine under load, polled every 50 ms, instead of a fixed wait."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.05)
+    return True
 
 
 def wait_for_port(port: int, tries: int = 300) -> None:

@@ -52,6 +52,16 @@ def start_run(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     pytest.fail(f"the run never started: {proc.stderr.read() if proc.poll() is not None else ''}")
 
 
+def wait_for_publishes(rd: Path, count: int = 4, timeout_s: float = 60) -> None:
+    """Until ``count`` publish spans are on disk (the warm-up is over and load reached the peers)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if sum(f.read_text().count('"name":"publish"') for f in rd.rglob("node-*.jsonl")) >= count:
+            return
+        time.sleep(0.2)
+    pytest.fail(f"fewer than {count} publishes within {timeout_s} s")
+
+
 def peer_pids(rd: Path, name: str) -> list[int]:
     out = subprocess.run(["pgrep", "-f", f"{rd}/peers/{name}.json"], capture_output=True, text=True).stdout
     return [int(p) for p in out.split()]
@@ -63,7 +73,7 @@ def timeline(rd: Path) -> list[dict]:
 
 def test_two_peer_processes_killed_mid_run_and_fresh_rejoins(tmp_path, spark):
     proc, rd = start_run(tmp_path)
-    time.sleep(5)  # past the warm-up: some events are published before the kill
+    wait_for_publishes(rd, count=12)  # 3 s of publishing at 4/s: the first events' 2 s windows end before the kill
     killed = {}
     for group in ("group-0", "group-1"):
         [pid] = peer_pids(rd, group)
@@ -101,7 +111,7 @@ def test_two_peer_processes_killed_mid_run_and_fresh_rejoins(tmp_path, spark):
 
 def test_ctrl_c_leaves_an_analysable_run(tmp_path, spark):
     proc, rd = start_run(tmp_path)
-    time.sleep(5)  # past the warm-up: events were published
+    wait_for_publishes(rd)
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=60) == 130
     meta = json.loads((rd / "run.json").read_text())
@@ -115,7 +125,7 @@ def test_a_killed_controller_stops_its_peers_and_leaves_an_analysable_run(tmp_pa
     proc, rd = start_run(tmp_path)
     pids = peer_pids(rd, ".*")
     assert len(pids) >= 4
-    time.sleep(5)
+    wait_for_publishes(rd)
     proc.kill()
     proc.wait()
     deadline = time.monotonic() + 15

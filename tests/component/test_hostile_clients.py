@@ -16,6 +16,7 @@ from node.transport.security import Credentials, aio_channel, make_pki
 from node.transport.settings import TransportSettings
 from node.transport.shell import CONTROL_SERVICE, SERVICE, PeerShell
 from node.wire import codec
+from tests.helpers import eventually
 
 EMPTY = control_pb2.Empty()
 
@@ -44,11 +45,8 @@ async def joined_and_delivering(shells: list[PeerShell], ctl: control_pb2_grpc.C
     before = shells[1].stats["events_received"]
     reply = await ctl.Publish(control_pb2.PublishRequest(topic="a", payload=b"p"), timeout=5)
     assert reply.event_id.startswith(f"0-{shells[0].core.incarnation}-")
-    for _ in range(100):
-        if shells[1].stats["events_received"] > before:
-            return
-        await asyncio.sleep(0.05)
-    pytest.fail("the peer stopped serving good traffic")
+    if not await eventually(lambda: shells[1].stats["events_received"] > before):
+        pytest.fail("the peer stopped serving good traffic")
 
 
 # --- plaintext peers: input validation on both services --------------------------------------
@@ -137,10 +135,7 @@ async def _guessed_ids(tmp_path):
             ids = [(await ctl0.Publish(control_pb2.PublishRequest(topic="a", payload=b"p"), timeout=5)).event_id
                    for _ in range(5)]
             assert len(set(ids)) == 5 and all(i.startswith(f"0-{shells[0].core.incarnation}-") for i in ids)
-            for _ in range(100):
-                if shells[1].stats["events_received"] == forged + 5:
-                    break
-                await asyncio.sleep(0.05)
+            await eventually(lambda: shells[1].stats["events_received"] == forged + 5)
             assert shells[1].stats["events_received"] == forged + 5
     finally:
         await stop(shells)
@@ -228,10 +223,7 @@ async def _mtls(tmp_path, mode):
             await joined_and_delivering(shells, control_pb2_grpc.ControlStub(c0), control_pb2_grpc.ControlStub(c1))
         async with aio_channel(control_addr, creds["loadgen"]) as ch:
             await control_pb2_grpc.ControlStub(ch).Publish(control_pb2.PublishRequest(topic="a", payload=b"q"), timeout=5)
-        for _ in range(100):
-            if shells[1].stats["events_received"] == 2:
-                break
-            await asyncio.sleep(0.05)
+        await eventually(lambda: shells[1].stats["events_received"] == 2)
         assert shells[1].stats["events_received"] == 2 and shells[1].stats["unauthorized"] == 0
     finally:
         await stop(shells)

@@ -18,7 +18,7 @@ from node.transport import host as host_module
 from node.transport.host import PeerHost
 from node.transport.settings import TransportSettings
 from node.transport.shell import PeerShell
-from tests.helpers import running
+from tests.helpers import eventually, running
 
 EVENTS = 20
 
@@ -36,10 +36,7 @@ async def two_hosts(tmp_path) -> dict:
     async with running(shells) as control:
         for _ in range(EVENTS):
             await control[0].Publish(control_pb2.PublishRequest(topic="a", payload=b"x"), timeout=5)
-        for _ in range(100):
-            if all(len(s.core.seen) == EVENTS for s in shells):
-                break
-            await asyncio.sleep(0.05)
+        await eventually(lambda: all(len(s.core.seen) == EVENTS for s in shells))
         stats = [control_pb2.Stats.FromString((await ctl.GetStats(control_pb2.Empty(), timeout=5)).SerializeToString())
                  for ctl in control]
         for ctl in control:
@@ -100,10 +97,7 @@ async def blocked_events(tmp_path) -> dict:
     async with running(shells) as control:
         for _ in range(5):
             await control[0].Publish(control_pb2.PublishRequest(topic="a", payload=b"x"), timeout=5)
-        for _ in range(100):
-            if b._inbox:
-                break
-            await asyncio.sleep(0.02)
+        await eventually(lambda: b._inbox)
         blocked_at = time.monotonic()
         await asyncio.sleep(2.0)  # ten CYCLON cycles
         return {"inbox": len(b._inbox), "seen_at_b": [len(s.core.seen) for s in shells[2:]],

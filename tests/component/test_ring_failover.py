@@ -13,6 +13,7 @@ from node.protocols.cyclon.layer import CyclonConfig
 from node.protocols.poldercast.protocol import PolderCastConfig
 from node.transport.settings import TransportSettings
 from node.transport.shell import PeerShell
+from tests.helpers import eventually
 
 NEVER_MS = 1e9  # no gossip tick during the test: the ring is set by hand
 
@@ -34,10 +35,7 @@ async def _scenario(tmp_path, mode):
 
         async with grpc.aio.insecure_channel(f"127.0.0.1:{shells[0].control_port}") as ch:
             await control_pb2_grpc.ControlStub(ch).Publish(control_pb2.PublishRequest(topic="a", payload=b"p"), timeout=5)
-        for _ in range(100):
-            if shells[2].stats["events_received"]:
-                break
-            await asyncio.sleep(0.05)
+        await eventually(lambda: shells[2].stats["events_received"])
         assert shells[0].stats["send_failed"] == 1
         assert shells[2].stats["events_received"] == 1
         assert rings.succ["a"] == [2] and 1 not in rings.view
