@@ -207,7 +207,7 @@ def compute(run_dir: str | Path) -> dict:
                  "max": max(hops) if hops else None},
         "duplication_factor": len(received) / len(copies) if copies else None,
         "relay_ratio": sum(c["node"] not in subscribers(c["topic"]) for c in received) / len(received) if received else None,
-        "degree": degree(rd / "snapshots.jsonl"),
+        "degree": degree(rd),
         "refused_events": {"count": len(left_out), "published_twice": len(twice), "received_before_publish": len(early)},
         "spans": {"lost_at_least": len({s["parent_span_id"] for s in raw if s["parent_span_id"]} - ids),
                   "without_parent": sum(s["name"] == "receive" and not s["parent_span_id"] for s in raw)},
@@ -233,9 +233,14 @@ def reach(pubs: list[dict], copies: dict[tuple[str, int], list[dict]], nodes: in
             "max_hops": max((c["hops"] for cs in copies.values() for c in cs), default=0)}
 
 
-def degree(path: Path) -> dict:
-    """Undirected degree over the union of every layer's links, last snapshot."""
-    rows = lines(path)
+def degree(rd: Path) -> dict:
+    """Undirected degree over the union of every layer's links, last snapshot (the last file of
+    ``snapshots/``; ``snapshots.jsonl`` in a run written before)."""
+    files = sorted((rd / "snapshots").glob("*.parquet"))
+    if files:
+        rows = pq.read_table(files[-1], columns=["t_ns", "node", "neighbours"]).to_pylist()
+    else:
+        rows = lines(rd / "snapshots.jsonl")
     if not rows:
         return {"mean": None, "max": None}
     last = max(r["t_ns"] for r in rows)

@@ -6,21 +6,47 @@ import itertools
 import json
 from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import networkx as nx
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from node.wire.snapshots import SNAPSHOT_SCHEMA
 
 
-def snapshots_by_time(path: Path) -> Iterator[list[dict]]:
-    """The rows of ``snapshots.jsonl`` one snapshot (one ``t_ns``) at a time, as written (in time
-    order), so a 10,000-node run's gigabytes of snapshots are never in memory at once."""
-    if not path.exists():
+@dataclass
+class Snapshot:
+    """One snapshot (one ``t_ns``): its Arrow table (``node.wire.snapshots.SNAPSHOT_SCHEMA``),
+    and the same rows as dicts for the analyses that want them (built on first use)."""
+
+    table: pa.Table
+
+    @cached_property
+    def rows(self) -> list[dict]:
+        rows = self.table.to_pylist()
+        for r in rows:
+            r["per_topic"] = dict(r["per_topic"])
+        return rows
+
+
+def snapshots(rd: Path) -> Iterator[Snapshot]:
+    """The run's snapshots one at a time, in time order (``snapshots/``, a file each), so a
+    10,000-node run's snapshots are never in memory at once. A run written before snapshots were
+    columns has ``snapshots.jsonl`` instead: read the same way."""
+    files = sorted((rd / "snapshots").glob("*.parquet"))
+    if files:
+        for f in files:
+            yield Snapshot(pq.read_table(f, schema=SNAPSHOT_SCHEMA))
         return
-    with path.open() as f:
-        rows = (json.loads(line) for line in f if line.strip())
-        for _, group in itertools.groupby(rows, key=lambda r: r["t_ns"]):
-            yield list(group)
+    if (rd / "snapshots.jsonl").exists():
+        with (rd / "snapshots.jsonl").open() as f:
+            rows = (json.loads(line) for line in f if line.strip())
+            for _, group in itertools.groupby(rows, key=lambda r: r["t_ns"]):
+                yield Snapshot(pa.Table.from_pylist(list(group), SNAPSHOT_SCHEMA))
 
 
 def degrees(snapshot_rows: list[dict]) -> dict:

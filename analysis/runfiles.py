@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
 
 def read_jsonl(path: Path) -> list[dict]:
     """The rows of a JSON-lines file (none if it is missing); a last line cut short by a crash is
@@ -20,6 +22,14 @@ def read_jsonl(path: Path) -> list[dict]:
             if k < len(lines) - 1:
                 raise
     return rows
+
+
+def read_stats(rd: Path) -> list[dict]:
+    """Every node's counters: ``stats.parquet`` ({node, counters} rows), or a run written before it
+    was columns, ``stats.jsonl``."""
+    if (rd / "stats.parquet").exists():
+        return [{"node": r["node"], "counters": dict(r["counters"])} for r in pq.read_table(rd / "stats.parquet").to_pylist()]
+    return read_jsonl(rd / "stats.jsonl")
 
 
 def run_end_ns(meta: dict, timeline: list[dict], last_span_ns: int) -> int:

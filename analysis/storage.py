@@ -27,8 +27,8 @@ S3A_CONF = {
 }
 """Spark settings that let a stock pyspark read ``s3a://`` (added for such a run directory)."""
 
-DRIVER_INPUTS = ("run.json", "experiment.yaml", "subscriptions.jsonl", "timeline.jsonl", "snapshots.jsonl",
-                 "stats.jsonl", "fidelity.json", "locust")
+DRIVER_INPUTS = ("run.json", "experiment.yaml", "subscriptions.jsonl", "timeline.jsonl", "snapshots", "stats.parquet",
+                 "snapshots.jsonl", "stats.jsonl", "fidelity.json", "locust")
 DRIVER_OUTPUTS = ("summary.json", "report.html", "plots")
 
 

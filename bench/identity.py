@@ -15,7 +15,6 @@ this tree's virtual environment; each side runs its own tree's copy of the exper
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import statistics
@@ -28,6 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import RESULTS, ROOT, header, timed
+
+from controller.backends.rundir import output_digests
 
 CASES = {
     "gossip-quickstart-1000": ["experiments/quickstart.yaml", "--backend", "sim", "--set", "nodes.count=1000"],
@@ -53,7 +54,8 @@ CASES = {
     "poldercast-e5-churn-1000": ["experiments/poldercast-e5-churn.yaml", "--set", "nodes.count=1000",
                                  "--set", "churn.phases.0.nodes=200"],
 }
-FILES = ("traces/spans.parquet", "snapshots.jsonl", "timeline.jsonl", "stats.jsonl")
+FILES = ("traces/spans.parquet", "snapshots", "timeline.jsonl", "stats")
+"""The outputs compared (``output_digests``: snapshots and counters by their rows, whatever their files' form)."""
 CHECKED_RUN = """
 import sys
 from pathlib import Path
@@ -83,21 +85,13 @@ def worktree(commit: str) -> Iterator[Path]:
             subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, capture_output=True)
 
 
-def digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def run_case(tree: Path, args: list[str], out: Path) -> dict:
     cmd = ["env", f"PYTHONPATH={tree}", sys.executable, "-c", CHECKED_RUN, str(tree),
            str(tree / args[0]), *args[1:], "--out", str(out), "--no-analyze"]
     r = timed(cmd, cwd=tree)
     r.pop("stdout")
     [run_dir] = [p for p in out.iterdir() if p.is_dir()]
-    r["sha256"] = {name: digest(run_dir / name) for name in FILES}
+    r["sha256"] = output_digests(run_dir)
     return r
 
 

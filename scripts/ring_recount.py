@@ -1,4 +1,4 @@
-"""Recount PolderCast's incomplete rings per snapshot from a run's snapshots.jsonl, apart from
+"""Recount PolderCast's incomplete rings per snapshot from a run's snapshots/, apart from
 the analysis (a second route for `ring_convergence`): a ring (a topic with two or more alive
 subscribers) is complete when each member's first successor and first predecessor slots hold
 its true neighbours by ring id (BLAKE2b of the node id, hashed anew here).
@@ -12,25 +12,25 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 from collections import defaultdict
 from pathlib import Path
+
+import pyarrow.parquet as pq
 
 
 def ring_id(node: int) -> int:
     return int.from_bytes(hashlib.blake2b(node.to_bytes(8, "big"), digest_size=8).digest(), "big")
 
 
-def snapshots(path: Path) -> dict[float, dict]:
+def snapshots(run_dir: Path) -> dict[float, dict]:
     """Per gossip cycle: each node's topics and its first-slot successor and predecessor per topic."""
     at: dict[float, dict] = defaultdict(lambda: {"topics": {}, "rings.succ": {}, "rings.pred": {}})
-    with path.open() as f:
-        for line in f:
-            r = json.loads(line)
+    for f in sorted((run_dir / "snapshots").glob("*.parquet")):
+        for r in pq.read_table(f).to_pylist():
             s = at[r["gossip_ns"] / 1e9]
             s["topics"][r["node"]] = r["topics"]
             if r["layer"] in ("rings.succ", "rings.pred"):
-                s[r["layer"]][r["node"]] = {t: ns[0] for t, ns in r["per_topic"].items() if ns}
+                s[r["layer"]][r["node"]] = {t: ns[0] for t, ns in r["per_topic"] if ns}
     return at
 
 
@@ -56,7 +56,7 @@ def main() -> None:
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--from", dest="start", type=float, default=0.0, help="first gossip cycle printed")
     args = parser.parse_args()
-    for cycle, s in sorted(snapshots(args.run_dir / "snapshots.jsonl").items()):
+    for cycle, s in sorted(snapshots(args.run_dir).items()):
         if cycle >= args.start:
             bad, rings = incomplete(s)
             print(f"{cycle:g}\t{bad}\t{rings}\t{100 * bad / rings:.2f}")

@@ -23,7 +23,7 @@ from analysis.protocols import analysis_for
 from .. import content, overlay, report, schemas
 from .. import metrics as m
 from ..load import read_locust
-from ..runfiles import read_jsonl, run_end_ns
+from ..runfiles import read_jsonl, read_stats, run_end_ns
 from ..spark import get_spark, size_partitions
 from ..storage import StagedRun, staged
 
@@ -87,11 +87,11 @@ def _analyse(spark: SparkSession, staged_run: StagedRun) -> dict:
     if plugin.wants_events:
         plugin.add_events(_rows(events))
     plugin.add_timeline(timeline_rows)
-    final: list[dict] = []
-    for snapshot in overlay.snapshots_by_time(rd / "snapshots.jsonl"):
-        plugin.add_snapshot(snapshot)
-        final = snapshot
-    stats = read_jsonl(rd / "stats.jsonl")
+    last: overlay.Snapshot | None = None
+    for last in overlay.snapshots(rd):
+        plugin.add_snapshot(last)
+    final = last.rows if last is not None else []
+    stats = read_stats(rd)
     plugin.add_stats(stats)
     summary = summarize(meta, raw_spans, spans, dels, events, final, stats, subscriptions, subs)
     summary["refused_events"] = refused_summary(refused)

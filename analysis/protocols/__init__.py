@@ -4,7 +4,7 @@
 The summary job looks the run's protocol (``run.json``) up here by name: the module of that name
 in this package, else the module whose ``ANALYSES`` lists it (SpiderCast's covers its comparison
 overlays); a protocol without an analysis gets the common metrics only. An analysis is fed the snapshots one at a time as they stream from
-``snapshots.jsonl`` (a 10,000-node run's snapshots never sit in memory at once), then asked for
+``snapshots/`` (a 10,000-node run's snapshots never sit in memory at once), then asked for
 its metrics, its plots and its report rows. Nothing here imports the protocol cores: an
 analysis computes from the run's files alone, so it is a second route to what the cores did.
 """

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from analysis.overlay import Snapshot
 
 
 class ProtocolAnalysis:
@@ -18,14 +22,14 @@ class ProtocolAnalysis:
     def add_timeline(self, rows: list[dict]) -> None:
         """The run's timeline (joins, leaves, crashes, faults), before the snapshots."""
 
-    def add_snapshot(self, rows: list[dict]) -> None:
-        """One snapshot's rows (one ``t_ns``), in time order."""
+    def add_snapshot(self, snapshot: Snapshot) -> None:
+        """One snapshot (one ``t_ns``; its ``rows``, or its Arrow ``table``), in time order."""
 
     def add_events(self, rows: list[dict]) -> None:
         """Every event's row of ``metrics/events.parquet`` (if ``wants_events``)."""
 
     def add_stats(self, rows: list[dict]) -> None:
-        """Every node's counters (``stats.jsonl``), after the snapshots."""
+        """Every node's counters (``stats.parquet``), after the snapshots."""
 
     def metrics(self, final: list[dict]) -> dict:
         """``protocol_metrics``; ``final`` is the last snapshot's rows."""

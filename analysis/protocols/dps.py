@@ -14,7 +14,7 @@ published 100 steps or more after the last crash (back to 1 after a burst, the p
 self-healing counters summed over the nodes. On the topic mapping the false positives are the
 relay load of the root and of the traversal (spec §5.1: none is a subscriber that fails to match).
 
-Per node (``stats.jsonl``, whole run): messages sent = event copies + DPS control messages,
+Per node (``stats.parquet``, whole run): messages sent = event copies + DPS control messages,
 divided by the events published: the mean and the max over nodes (spec Fig. 3c/d, over the run
 instead of 100-step windows). The root: the nodes that lead a root group (``dps.roots_led``),
 their share of the events they received and of all event copies, set beside the busiest node.

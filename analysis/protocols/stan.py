@@ -11,7 +11,7 @@ fewer. The omniscient PVS of p is |∪_t lowest_k(S_t \\ {p})| with k = |views_p
 weight the protocol documents (SHA-1 of "p|q"), recomputed here from the subscriptions. Each
 topic overlay G_t (directed, on its subscribers): weakly connected components, strong
 connectivity, mean clustering coefficient of its undirected form, directed diameter (None where
-not strongly connected). On real peers the open gRPC channels of each peer (``stats.jsonl``
+not strongly connected). On real peers the open gRPC channels of each peer (``stats.parquet``
 ``open_channels``) are a second measure of PVS.
 """
 
@@ -24,6 +24,7 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 
+from ..overlay import Snapshot
 from ..plotting import plt, save
 from .base import ProtocolAnalysis
 
@@ -91,7 +92,8 @@ class StanAnalysis(ProtocolAnalysis):
         self.open_channels: list[int] = []
         self.replies_late = 0
 
-    def add_snapshot(self, rows: list[dict]) -> None:
+    def add_snapshot(self, snapshot: Snapshot) -> None:
+        rows = snapshot.rows
         sizes = view_sizes(rows)
         if not sizes:
             return

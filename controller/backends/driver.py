@@ -26,7 +26,7 @@ from abc import ABC, abstractmethod
 import grpc
 
 from controller.backends.progress import console, phase
-from controller.backends.rundir import JsonLines, RunDir, Timeline, run_meta, snapshot_rows
+from controller.backends.rundir import RunDir, Snapshots, Timeline, run_meta, snapshot_table, write_stats
 from controller.experiment import plans
 from controller.experiment.schema import Experiment
 from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc, peer_pb2
@@ -192,7 +192,7 @@ class Driver(ABC):
         rd.write_jsonl("subscriptions.jsonl", ({"node": i, "topics": sorted(t)} for i, t in enumerate(plan.subscriptions)))
         meta: dict = {}
         watcher = snapshotter = None
-        snapshots = JsonLines(rd, "snapshots.jsonl")
+        snapshots = Snapshots(rd)
         try:
             await self.start_peers()
             loop = asyncio.get_running_loop()
@@ -240,8 +240,8 @@ class Driver(ABC):
             meta["counters_ns"] = time.time_ns()
             for i in sorted(self.alive):
                 self.timeline.record(time.time_ns(), "leave", i, end_of_run=True)
-            snapshots.write(row for s in snaps.values() for row in snapshot_rows(codec.snapshot_from_pb(s), meta["ended_ns"]))
-            rd.write_jsonl("stats.jsonl", ({"node": s.node_id, "counters": dict(s.counters)} for s in stats.values()))
+            snapshots.write(snapshot_table((codec.snapshot_from_pb(s) for s in snaps.values()), meta["ended_ns"]))
+            write_stats(rd, ((s.node_id, dict(s.counters)) for s in stats.values()))
             if fidelity:
                 rd.write_json("fidelity.json", fidelity)
             meta["status"] = "complete"
@@ -258,7 +258,6 @@ class Driver(ABC):
                 if task is not None:
                     task.cancel()
             self.timeline.close()
-            snapshots.close()
             for c in self.channels.values():
                 await c.close()
             if self.failures:
@@ -266,7 +265,7 @@ class Driver(ABC):
             if meta:
                 rd.write_json("run.json", run_meta(exp, rd, **meta, failed_actions=self.failures))
 
-    async def _snapshot_every(self, every: float, end_s: float, out: JsonLines) -> None:
+    async def _snapshot_every(self, every: float, end_s: float, out: Snapshots) -> None:
         """``outputs.snapshot_every_s``: every live node's links at each multiple of ``every``
         seconds into the run, before its end (a node that does not answer is left out)."""
         loop = asyncio.get_running_loop()
@@ -275,8 +274,7 @@ class Driver(ABC):
             at, alive = time.time_ns(), sorted(self.alive)
             replies = await asyncio.gather(*(self.ctl[i].GetSnapshot(EMPTY, timeout=RPC_TIMEOUT_S) for i in alive),
                                            return_exceptions=True)
-            out.write(row for r in replies if not isinstance(r, BaseException)
-                      for row in snapshot_rows(codec.snapshot_from_pb(r), at))
+            out.write(snapshot_table((codec.snapshot_from_pb(r) for r in replies if not isinstance(r, BaseException)), at))
 
     async def _each_alive(self, method: str) -> dict:
         """``method`` on every live node, concurrently; a node that does not answer is recorded

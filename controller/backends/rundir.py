@@ -3,23 +3,27 @@
 ``runs/<run-id>/`` holds ``experiment.yaml`` (resolved: re-runs the run), ``run.json`` (what
 ran, when), ``subscriptions.jsonl``, ``timeline.jsonl`` (joins, leaves, crashes, faults: one
 line each, flushed as it happens, so a crash keeps what was written), ``traces/`` (OTLP JSON
-lines from local peers, or ``spans.parquet`` from the simulator), ``snapshots.jsonl`` and
-``stats.jsonl`` (per-node overlay links and counters at the end), and the analysis outputs
+lines from local peers, or ``spans.parquet`` from the simulator), ``snapshots/`` and
+``stats.parquet`` (per-node overlay links over time, counters at the end), and the analysis outputs
 (``summary.json``, ``metrics/``, ``report.html``). Files other than the timeline are written to a
 temporary name and renamed, so a reader never sees half a file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pydantic import TypeAdapter
 
 from controller.experiment.schema import Experiment, dump_experiment
+from node.wire.snapshots import SNAPSHOT_SCHEMA, snapshot_table  # noqa: F401 (the run directory's formats, here with the rest)
 
 
 class RunDir:
@@ -78,11 +82,6 @@ class JsonLines:
         self._f.write("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
         self._f.flush()
 
-    def write_text(self, lines: str) -> None:
-        """Lines already encoded (``SnapshotLines``)."""
-        self._f.write(lines)
-        self._f.flush()
-
     def close(self) -> None:
         self._f.close()
 
@@ -97,37 +96,63 @@ class Timeline(JsonLines):
         self.write([{"t_ns": t_ns, "kind": kind, "node": node, **extra}])
 
 
-def snapshot_rows(snap, t_ns: int, gossip_ns: int | None = None) -> list[dict]:
-    """One row per (node, layer) of a :class:`node.kit.types.NodeSnapshot` taken at ``t_ns``.
-    ``gossip_ns``: the same moment with the simulator's frozen dissemination rounds left out (the
-    overlay's own clock, which counts gossip cycles); ``t_ns`` where nothing was frozen."""
-    return [
-        {"t_ns": t_ns, "gossip_ns": t_ns if gossip_ns is None else gossip_ns, "node": snap.node_id,
-         "topics": list(snap.topics), "layer": layer.layer, "neighbours": list(layer.neighbours),
-         "per_topic": layer.per_topic}
-        for layer in snap.layers
-    ]
+STATS_SCHEMA = pa.schema([("node", pa.int32()), ("counters", pa.map_(pa.string(), pa.int64()))])
+"""Every node's counters at the end of the run (``stats.parquet``)."""
 
 
-class SnapshotLines:
-    """``snapshot_rows`` as the lines ``JsonLines.write`` makes of them, with each node's topics
-    encoded once while they stay the same: a heavy subscriber's thousands of topics are on each
-    of its rows in every snapshot (at 10,000 nodes, most of a snapshot's bytes)."""
+class Snapshots:
+    """``snapshots/``: one Parquet file per snapshot, named by its time (zero-padded, so names
+    sort in time order), each written to a temporary name and renamed: a crash loses at most the
+    snapshot being written."""
 
-    def __init__(self) -> None:
-        self._topics: dict[int, tuple[list, str]] = {}
+    def __init__(self, rd: RunDir) -> None:
+        self.dir = rd.path / "snapshots"
+        self.dir.mkdir(exist_ok=True)
 
-    def lines(self, snap, t_ns: int, gossip_ns: int | None = None) -> str:
-        topics = list(snap.topics)
-        known = self._topics.get(snap.node_id)
-        if known is None or known[0] != topics:
-            known = self._topics[snap.node_id] = (topics, json.dumps(topics))
-        # the keys in sorted order, as json.dumps(row, sort_keys=True) writes them
-        head = f'{{"gossip_ns": {t_ns if gossip_ns is None else gossip_ns}, "layer": '
-        tail = f', "node": {snap.node_id}, "per_topic": '
-        end = f', "t_ns": {t_ns}, "topics": {known[1]}}}\n'
-        return "".join(f'{head}{json.dumps(layer.layer)}, "neighbours": {json.dumps(list(layer.neighbours))}{tail}'
-                       f'{json.dumps(layer.per_topic, sort_keys=True)}{end}' for layer in snap.layers)
+    def write(self, table: pa.Table) -> None:
+        if not table.num_rows:
+            return
+        name = f"{table['t_ns'][0].as_py():020d}.parquet"
+        tmp = self.dir / f".{name}.tmp"
+        pq.write_table(table, tmp, compression="zstd")
+        os.replace(tmp, self.dir / name)
+
+
+def write_stats(rd: RunDir, counters: Iterable[tuple[int, dict]]) -> None:
+    """``stats.parquet``: (node, its counters), renamed into place when whole."""
+    rows = sorted(counters, key=lambda r: r[0])
+    table = pa.table({"node": [n for n, _ in rows], "counters": [sorted(c.items()) for _, c in rows]}, schema=STATS_SCHEMA)
+    tmp = rd.path / ".stats.parquet.tmp"
+    pq.write_table(table, tmp)
+    os.replace(tmp, rd.path / "stats.parquet")
+
+
+def output_digests(path: Path) -> dict[str, str]:
+    """SHA-256 of each of a run's outputs: the spans and the timeline by their bytes; the snapshots
+    and counters by their rows (canonical JSON), so a run written before they were columns
+    (``snapshots.jsonl``, ``stats.jsonl``) compares with one written after."""
+    def rows_digest(rows: Iterable[dict]) -> str:
+        h = hashlib.sha256()
+        for r in rows:
+            h.update((json.dumps(r, sort_keys=True) + "\n").encode())
+        return h.hexdigest()
+
+    def parquet_rows(files: Iterable[Path], maps: tuple[str, ...]) -> Iterator[dict]:
+        for f in files:
+            for r in pq.read_table(f).to_pylist():
+                yield {**r, **{m: dict(r[m]) for m in maps}}
+
+    def json_rows(f: Path) -> Iterator[dict]:
+        yield from (json.loads(line) for line in f.read_text().splitlines()) if f.exists() else ()
+
+    snapshots = sorted((path / "snapshots").glob("*.parquet"))
+    return {
+        "traces/spans.parquet": hashlib.sha256((path / "traces" / "spans.parquet").read_bytes()).hexdigest(),
+        "timeline.jsonl": hashlib.sha256((path / "timeline.jsonl").read_bytes()).hexdigest(),
+        "snapshots": rows_digest(parquet_rows(snapshots, ("per_topic",)) if snapshots else json_rows(path / "snapshots.jsonl")),
+        "stats": rows_digest(parquet_rows([path / "stats.parquet"], ("counters",)) if (path / "stats.parquet").exists()
+                             else json_rows(path / "stats.jsonl")),
+    }
 
 
 def run_meta(exp: Experiment, rd: RunDir, **times) -> dict:

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from controller.backends.base import Runner
 from controller.backends.progress import console, phase
-from controller.backends.rundir import JsonLines, RunDir, SnapshotLines, Timeline, run_meta
+from controller.backends.rundir import RunDir, Snapshots, Timeline, run_meta, write_stats
 from controller.experiment import plans
 from controller.experiment.network import link_model_for_sim
 from controller.experiment.schema import Experiment, ExperimentError, variant_experiment, variant_label
@@ -96,8 +96,7 @@ class _SimRun:
                               wire_codec=exp.sim.wire_codec, spans=self.spans, validate=exp.sim.check_invariants,
                               engine=exp.sim.engine)
         self.timeline = Timeline(rd)
-        self.snapshots = JsonLines(rd, "snapshots.jsonl")
-        self.snapshot_lines = SnapshotLines()
+        self.snapshots = Snapshots(rd)
         self.alive: set[int] = set()
         self.started: set[int] = set()
         self.cores_built: dict[int, int] = {}
@@ -155,7 +154,7 @@ class _SimRun:
         """Every alive node's views, at virtual time and at gossip time (frozen rounds out)."""
         sim = self.sim
         at, gossip_at = ns(sim.now), ns(sim.now - sim.frozen_s)
-        self.snapshots.write_text(sim.snapshot_text(sorted(self.alive), at, gossip_at, self.snapshot_lines.lines))
+        self.snapshots.write(sim.snapshot_table(sorted(self.alive), at, gossip_at))
 
     def settled_snapshot(self) -> None:
         """A snapshot once the exchanges in flight have finished (timers held), so a partner
@@ -184,13 +183,13 @@ class _SimRun:
                     if pid == 0:
                         self.child = True
                         vrd = RunDir.create(vexp, out, run_id=label)
-                        for name in ("subscriptions.jsonl", "timeline.jsonl", "snapshots.jsonl"):
+                        for name in ("subscriptions.jsonl", "timeline.jsonl"):
                             if (rd.path / name).exists():
                                 shutil.copyfile(rd.path / name, vrd.path / name)
+                        shutil.copytree(rd.path / "snapshots", vrd.path / "snapshots", dirs_exist_ok=True)
                         self.timeline.close()
-                        self.snapshots.close()
                         self.exp, self.rd = vexp, vrd
-                        self.timeline, self.snapshots = Timeline(vrd), JsonLines(vrd, "snapshots.jsonl")
+                        self.timeline, self.snapshots = Timeline(vrd), Snapshots(vrd)
                         for core in self.sim.nodes.values():
                             core.config = vexp.protocol.params
                         return
@@ -287,9 +286,7 @@ class _SimRun:
                 self.writer.close()
             self.timeline.close()
         exp, rd = self.exp, self.rd  # a forked variant's own
-        self.snapshots.close()
-        rd.write_jsonl("stats.jsonl", ({"node": i, "counters": {**c, **(sim.nodes[i].counters() if i in sim.nodes else {})}}
-                                      for i, c in sim.stats.items()))
+        write_stats(rd, ((i, {**c, **(sim.nodes[i].counters() if i in sim.nodes else {})}) for i, c in sim.stats.items()))
         rd.write_json("run.json", run_meta(
             exp, rd, started_ns=0, measure_start_ns=ns(exp.phases.warmup_s), ended_ns=end_ns,
             frozen_ns=ns(sim.frozen_s), sim_steps=sim.steps, sim_native_steps=sim.native_steps, sim_native_stale=sim.native_stale,

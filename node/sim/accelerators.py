@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from node.kit.types import NodeSnapshot
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 ACCELERATORS = {"native": "node.sim.native:loop_for"}
 """Accelerator name -> the function that offers its loop for a simulation."""
@@ -36,7 +39,7 @@ class Accelerator(Protocol):
     def call_at(self, at: float, fn: Callable[[], None], native_ok: bool) -> None: ...
     def publish(self, i: int, topic: str, payload: bytes) -> None: ...
     def snapshot(self, i: int) -> NodeSnapshot: ...
-    def snapshot_text(self, nodes: list[int], t_ns: int, gossip_ns: int) -> str | None: ...
+    def snapshot_table(self, nodes: list[int], t_ns: int, gossip_ns: int) -> pa.Table | None: ...
     def take_spans(self) -> None: ...
 
 

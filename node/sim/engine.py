@@ -18,12 +18,15 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
+import pyarrow as pa
+
 from node.kit.interpret import DROPPED_BY_LINK, LOST_TO_DEAD_PEER, MALFORMED, EventSpans, SpanRecord, count_sent, event_spans, interpret
 from node.kit.links import LinkModel, LinkRule
 from node.kit.stack import Stack
 from node.kit.types import Action, Descriptor, EventMsg, NodeSnapshot, RemoteProtocolError, Send
 from node.sim.accelerators import STALE, Accelerator, accelerator_for
 from node.wire import codec
+from node.wire.snapshots import snapshot_table
 
 log = logging.getLogger("overlaylab.sim")
 
@@ -267,15 +270,14 @@ class Simulation:
             return self._native.snapshot(node_id)
         return self.nodes[node_id].snapshot()
 
-    def snapshot_text(self, nodes: list[int], t_ns: int, gossip_ns: int,
-                      encode: Callable[[NodeSnapshot, int, int], str]) -> str:
-        """The snapshots of ``nodes`` as text: ``encode`` of each (a row per layer), or the same
-        lines written by the compiled PolderCast loop (``controller.backends.rundir.SnapshotLines``)."""
+    def snapshot_table(self, nodes: list[int], t_ns: int, gossip_ns: int) -> pa.Table:
+        """The snapshots of ``nodes`` (:mod:`node.wire.snapshots`), in columns built by the
+        compiled loop where it runs."""
         if self._native is not None:
-            text = self._native.snapshot_text(nodes, t_ns, gossip_ns)
-            if text is not None:
-                return text
-        return "".join(encode(self.snapshot(i), t_ns, gossip_ns) for i in nodes)
+            table = self._native.snapshot_table(nodes, t_ns, gossip_ns)
+            if table is not None:
+                return table
+        return snapshot_table((self.snapshot(i) for i in nodes), t_ns, gossip_ns)
 
     def sync(self) -> None:
         """Hand a run in the compiled loop back to the Python cores (before anything reads or

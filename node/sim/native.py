@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import json
 import os
 import random
 from collections import Counter, OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
 
 from node.kit.interpret import DROPPED_BY_LINK, DUPLICATES, EVENTS_PUBLISHED, EVENTS_RECEIVED, EVENTS_SENT, LOST_TO_DEAD_PEER, sent_keys
 from node.kit.links import FixedDelay
@@ -49,6 +50,7 @@ from node.protocols.poldercast.vicinity import Vicinity
 from node.sim import mirror
 from node.sim.accelerators import STALE
 from node.wire import codec
+from node.wire.snapshots import columns_table
 
 try:
     import overlaylab_native
@@ -163,8 +165,8 @@ class _Loop:
     def publish(self, i: int, topic: str, payload: bytes) -> None:
         raise NotImplementedError("publications are run by the Python cores")
 
-    def snapshot_text(self, nodes: list[int], t_ns: int, gossip_ns: int) -> str | None:
-        """Snapshot lines written by the loop itself (None: the simulator encodes them)."""
+    def snapshot_table(self, nodes: list[int], t_ns: int, gossip_ns: int) -> pa.Table | None:
+        """The snapshot's columns from the loop itself (None: the simulator builds them)."""
         return None
 
     def take_spans(self) -> None:
@@ -479,8 +481,6 @@ class NativePolderCast(_Loop):
         sim._queue.clear()
         self._handed.clear()
         engine.forget_handed_in()
-        engine.set_json([json.dumps(name) for name in (*POLDERCAST_LAYERS, f"{RINGS}.succ", f"{RINGS}.pred")],
-                        [json.dumps(t) for t in self._topics])
         engine.set_clock(sim.now, sim.steps, sim._seq, sim.frozen_s, sim._span_seq)
 
     def publish(self, i: int, topic: str, payload: bytes) -> None:
@@ -505,9 +505,10 @@ class NativePolderCast(_Loop):
                 e.event_id, e.topic, hops, first, subscriber)
         sim._span_seq = self.engine.span_seq
 
-    def snapshot_text(self, nodes: list[int], t_ns: int, gossip_ns: int) -> str:
-        """The snapshot rows of ``nodes`` as JSON lines, written in the loop."""
-        return self.engine.snapshot_text(nodes, t_ns, gossip_ns)
+    def snapshot_table(self, nodes: list[int], t_ns: int, gossip_ns: int) -> pa.Table:
+        """The snapshot rows of ``nodes``, in columns built by the loop."""
+        return columns_table([*POLDERCAST_LAYERS, f"{RINGS}.succ", f"{RINGS}.pred"], self._topics,
+                             self.engine.snapshot_columns(nodes), t_ns, gossip_ns)
 
     def snapshot(self, i: int) -> NodeSnapshot:
         core, topics = self.sim.nodes[i], self._topics

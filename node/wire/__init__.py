@@ -1,1 +1,2 @@
-"""What goes on the wire: the one protobuf mapping of the kit's messages (``codec``)."""
+"""What goes on the wire and into the run directory: the one protobuf mapping of the kit's messages
+(``codec``), the columns of snapshots (``snapshots``)."""

@@ -19,7 +19,10 @@ import yaml
 from kubernetes import client, config
 
 from analysis.jobs import summarize
+from analysis.overlay import snapshots
+from analysis.runfiles import read_stats
 from controller.backends.k8s import helm_binary
+from controller.backends.rundir import output_digests
 from node.kit import builtin_protocols
 from node.transport.settings import TransportSettings
 from tests.conftest import ROOT
@@ -219,7 +222,7 @@ def test_deleted_peer_pods_are_recorded_brought_back_and_analysed(api, spark, tm
     # seed a life's number gives), not a replay of its first
     run_dir = tmp_path / summary["run_id"]
     lives = {row["node"]: row["counters"].get("life", 0)
-             for row in map(json.loads, (run_dir / "stats.jsonl").read_text().splitlines())}
+             for row in read_stats(run_dir)}
     assert {lives[e["node"]] for e in rejoins} == {1}
     assert sum(lives.values()) == 2
     assert summary["hit_ratio"] >= 0.99
@@ -261,8 +264,9 @@ def test_a_sweep_runs_as_an_indexed_job_and_gives_the_runs_it_gives_here(api, tm
     local_points = json.loads((local / "sweep.json").read_text())["points"]
     for a, b in zip(record["points"], local_points, strict=True):
         assert a["point"] == b["point"]
-        for name in ("traces/spans.parquet", "snapshots.jsonl", "stats.jsonl"):
-            assert digest(on_k8s / a["run_dir"] / name) == digest(local / b["run_dir"] / name), (a["point"], name)
+        ours, theirs = output_digests(on_k8s / a["run_dir"]), output_digests(local / b["run_dir"])
+        for name in ("traces/spans.parquet", "snapshots", "stats"):
+            assert ours[name] == theirs[name], (a["point"], name)
     assert wait_gone(api, on_k8s.name) == []
 
 
@@ -372,7 +376,7 @@ def test_a_chaos_mesh_partition_keeps_events_on_their_side_until_it_heals(api, s
 
 def overlay_parts(run_dir) -> dict[int, frozenset[int]]:
     """Each node's connected part of the overlay in the run's final snapshot (links undirected)."""
-    rows = [json.loads(line) for line in (run_dir / "snapshots.jsonl").read_text().splitlines()]
+    rows = [r for s in snapshots(run_dir) for r in s.rows]
     last = max(r["t_ns"] for r in rows)
     g = nx.Graph()
     for r in rows:

@@ -15,6 +15,7 @@ import yaml
 from pydantic import TypeAdapter
 
 from analysis.crosscheck import compare, compute
+from analysis.runfiles import read_stats
 from controller.cli.main import main
 from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc, peer_pb2
 from node.kit import protocol_config_class, protocol_names
@@ -51,7 +52,7 @@ def test_sim_and_local_both_deliver_every_event(name, transport, tmp_path, monke
             assert not disagree, (backend, disagree)  # Spark's summary against the plain-Python one
         else:  # scored by the plain-Python computation alone (Spark's agrees: above and test_crosscheck.py)
             summaries[backend] = compute(rd)
-            stats = [json.loads(line) for line in (rd / "stats.jsonl").read_text().splitlines()]
+            stats = read_stats(rd)
             summaries[backend]["errors"] = {"malformed": sum(r["counters"].get("malformed", 0) for r in stats)}
             summaries[backend]["spans"]["dropped"] = sum(r["counters"].get("spans_dropped", 0) for r in stats)
     capsys.readouterr()

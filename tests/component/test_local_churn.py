@@ -3,6 +3,7 @@ restore its checkpointed state; everything lands in the timeline."""
 
 import json
 
+from analysis.runfiles import read_stats
 from controller.backends.local import LocalRunner
 from controller.backends.rundir import RunDir
 from controller.experiment.schema import parse_experiment
@@ -39,7 +40,7 @@ def test_crash_and_rejoin_with_state(tmp_path):
         down = e["t_ns"] - max(c["t_ns"] for c in crashes if c["node"] == e["node"] and c["t_ns"] < e["t_ns"])
         assert down < 3_500_000_000, (e, down)
 
-    stats = {r["node"]: r["counters"] for r in map(json.loads, (rd.path / "stats.jsonl").read_text().splitlines())}
+    stats = {r["node"]: r["counters"] for r in read_stats(rd.path)}
     for node in churners & stats.keys():
         assert stats[node].get("restored_state", 0) == 1  # this process came back from the checkpoint
 

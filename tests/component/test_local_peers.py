@@ -3,6 +3,7 @@
 import json
 from collections import defaultdict
 
+from analysis.runfiles import read_stats
 from controller.backends.local import LocalRunner
 from controller.backends.rundir import RunDir
 from controller.experiment.schema import parse_experiment
@@ -62,7 +63,7 @@ def test_sixteen_peers_deliver_every_event_to_every_subscriber(tmp_path):
             assert s["traceId"] == parent["traceId"] == trace_of_event[s["attrs"]["pubsub.event_id"]]
             assert int(parent["attrs"]["pubsub.node"]) == int(s["attrs"]["pubsub.from"])
 
-    stats = [json.loads(line) for line in (rd.path / "stats.jsonl").read_text().splitlines()]
+    stats = read_stats(rd.path)
     assert len(stats) == 16
     assert sum(s["counters"].get("spans_dropped", 0) for s in stats) == 0
     assert sum(s["counters"]["spans_exported"] for s in stats) == len(spans)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis.overlay import snapshots_by_time
+from analysis.overlay import snapshots
 from analysis.protocols.stan import StanAnalysis, view_sizes
-from analysis.runfiles import read_jsonl
+from analysis.runfiles import read_jsonl, read_stats
 from controller.cli.main import main
 from tests.conftest import ROOT
 
@@ -33,10 +33,10 @@ def stan_metrics(rd: Path) -> dict:
     subs = {r["node"]: r["topics"] for r in read_jsonl(rd / "subscriptions.jsonl")}
     analysis = StanAnalysis({"protocol": "stan"}, subs)
     final: list[dict] = []
-    for snapshot in snapshots_by_time(rd / "snapshots.jsonl"):
+    for snapshot in snapshots(rd):
         analysis.add_snapshot(snapshot)
-        final = snapshot
-    analysis.add_stats(read_jsonl(rd / "stats.jsonl"))
+        final = snapshot.rows
+    analysis.add_stats(read_stats(rd))
     return {**analysis.metrics(final), "final_pvs": {p: v[1] for p, v in view_sizes(final).items()}}
 
 
@@ -52,7 +52,7 @@ def test_views_converge_as_in_sim_and_open_channels_are_the_physical_links(tmp_p
         assert m["fpvs_mean"] < 0.9 * m["ipvs_mean"], m["replies_late"]
         assert m["fpvs_mean"] == pytest.approx(m["omniscient_pvs_mean"], rel=0.05)
     assert local["fpvs_mean"] == pytest.approx(sim["fpvs_mean"], rel=0.05)
-    stats = read_jsonl(next((tmp_path / "local").iterdir()) / "stats.jsonl")
+    stats = read_stats(next((tmp_path / "local").iterdir()))
     channels = {r["node"]: r["counters"]["open_channels"] for r in stats}
     assert statistics.fmean(channels.values()) == pytest.approx(local["fpvs_mean"], abs=0.3)
     # A channel opens at the first send to a neighbour: a neighbour met in the last rounds may

@@ -5,7 +5,6 @@ is tests/component/test_conformance_grpc.py."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import random
 import subprocess
@@ -15,6 +14,7 @@ from collections import Counter
 import pytest
 import yaml
 
+from controller.backends.rundir import output_digests
 from controller.experiment import plans
 from controller.experiment.schema import parse_experiment
 from node.kit import create_protocol, protocol_names
@@ -33,8 +33,7 @@ def test_the_suite_covers_the_builtin_protocols_and_one_registered_by_a_test():
 
 
 def _digests(run_dir) -> dict[str, str]:
-    return {name: hashlib.sha256((run_dir / name).read_bytes()).hexdigest()
-            for name in ("traces/spans.parquet", "snapshots.jsonl", "stats.jsonl", "timeline.jsonl")}
+    return output_digests(run_dir)
 
 
 @pytest.mark.parametrize("name", PROTOCOLS)

@@ -443,13 +443,13 @@ def test_the_analysis_takes_shares_of_the_live_nodes_and_delivery_per_100_steps_
 def test_a_crash_run_is_byte_identical_under_two_hash_seeds(comm, repair, backups, tmp_path):
     """The self-healing, epidemic, repair and backup-seed paths draw only from the node's seeded
     generator (with backup seeds, the seed may crash too)."""
-    import hashlib
     import os
     import subprocess
     import sys
 
     import yaml
 
+    from controller.backends.rundir import output_digests
     from tests.conftest import ROOT
 
     exp = yaml.safe_load((ROOT / "experiments/dps-crashes.yaml").read_text())
@@ -466,8 +466,7 @@ def test_a_crash_run_is_byte_identical_under_two_hash_seeds(comm, repair, backup
         subprocess.run([sys.executable, "-m", "controller.cli.main", "run", str(path), "--out", str(out), "--no-analyze"],
                        cwd=ROOT, check=True, capture_output=True, env={**os.environ, "PYTHONHASHSEED": hash_seed})
         [rd] = out.iterdir()
-        digests.append({n: hashlib.sha256((rd / n).read_bytes()).hexdigest()
-                        for n in ("traces/spans.parquet", "stats.jsonl", "timeline.jsonl")})
+        digests.append(output_digests(rd))
         timeline = (rd / "timeline.jsonl").read_text()
         assert timeline.count('"crash"') >= 10
     assert digests[0] == digests[1]

@@ -7,14 +7,13 @@ cargo the extension cannot be built and the simulator runs its Python loop (test
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import shutil
 
 import pytest
 
-from controller.backends.rundir import RunDir
+from controller.backends.rundir import RunDir, output_digests
 from controller.backends.sim import SimRunner
 from controller.experiment.schema import parse_experiment
 from node.kit import create_protocol
@@ -30,8 +29,6 @@ pytestmark = pytest.mark.unit
 compiled = pytest.mark.skipif(not native.available() and not shutil.which("cargo"),
                               reason="no cargo here: the compiled CYCLON loop cannot be built")
 """Where cargo is present and the extension is not built, these fail (on its absence)."""
-
-OUTPUTS = ("traces/spans.parquet", "snapshots.jsonl", "stats.jsonl", "timeline.jsonl")
 
 GOSSIP = {
     "protocol": {"name": "gossip", "params": {"gamma": 0.2, "cyclon": {"view_size": 8, "shuffle_length": 4}}},
@@ -51,8 +48,7 @@ def run(tmp_path, engine: str, **sections) -> tuple[dict[str, str], dict]:
                             "sim": {**GOSSIP["sim"], **sections.get("sim", {}), "engine": engine}})
     rd = RunDir.create(exp, tmp_path / engine)
     SimRunner().run(exp, rd)
-    digests = {name: hashlib.sha256((rd.path / name).read_bytes()).hexdigest() for name in OUTPUTS}
-    return digests, json.loads((rd.path / "run.json").read_text())
+    return output_digests(rd.path), json.loads((rd.path / "run.json").read_text())
 
 
 def assert_same_run(tmp_path, **sections) -> dict:
@@ -201,8 +197,7 @@ def test_poldercast_variants_forked_after_the_warm_up_are_the_python_ones(tmp_pa
         SimRunner().run(exp, rd)
         variants = sorted((rd.path / "variants").iterdir())
         assert len(variants) == 2
-        digests[engine] = {(v.name, name): hashlib.sha256((v / name).read_bytes()).hexdigest()
-                           for v in variants for name in OUTPUTS}
+        digests[engine] = {v.name: output_digests(v) for v in variants}
         steps = [json.loads((v / "run.json").read_text()) for v in variants]
     assert digests["native"] == digests["python"]
     assert all(m["sim_native_steps"] == m["sim_steps"] for m in steps)  # the native run's, the last

@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from analysis.protocols.poldercast import ring_convergence
-from controller.backends.rundir import snapshot_rows
+from controller.backends.rundir import snapshot_table
 from node.kit import create_protocol
 from node.kit.links import LinkRule
 from node.kit.types import Descriptor, LocalProtocolError, Send
@@ -31,8 +31,8 @@ def network(n=80, topics=12, k=3, seed=1, **params):
 
 
 def convergence(sim, subs):
-    rows = [row for node in sim.nodes.values() for row in snapshot_rows(node.snapshot(), 0)]
-    return ring_convergence(rows, dict(enumerate(sorted(s) for s in subs)), 0, 1.0)[-1]
+    table = snapshot_table((node.snapshot() for node in sim.nodes.values()), 0)
+    return ring_convergence(table, dict(enumerate(sorted(s) for s in subs)), 0, 1.0)[-1]
 
 
 def test_rings_converge_and_vicinity_speeds_it_up():
@@ -242,7 +242,10 @@ def test_vicinity_ranking_orders_by_priority_then_shared_topics_and_breaks_ties_
 def test_convergence_by_size_gives_the_cycle_from_which_nodes_and_rings_stay_complete():
     """Fig. 6: a node (ring) converges at the first snapshot after its last missing link, and one
     still missing a link at the last snapshot has not converged."""
+    import pyarrow as pa
+
     from analysis.protocols.poldercast import RingConvergence
+    from node.wire.snapshots import SNAPSHOT_SCHEMA
 
     subs = {0: ["a", "b"], 1: ["a", "b"], 2: ["a"], 3: ["a"]}
     ring_a, ring_b = sorted(range(4), key=ring_id), sorted([0, 1], key=ring_id)
@@ -260,9 +263,9 @@ def test_convergence_by_size_gives_the_cycle_from_which_nodes_and_rings_stay_com
             for node, t, side in broken:
                 if node == x:
                     sides[side].pop(t)
-            rows += [{"t_ns": cycle * 10**9, "node": x, "topics": subs[x], "layer": layer, "neighbours": [],
-                      "per_topic": per_topic} for layer, per_topic in sides.items()]
-        return rows
+            rows += [{"t_ns": cycle * 10**9, "gossip_ns": cycle * 10**9, "node": x, "topics": subs[x], "layer": layer,
+                      "neighbours": [], "per_topic": per_topic} for layer, per_topic in sides.items()]
+        return pa.Table.from_pylist(rows, SNAPSHOT_SCHEMA)
 
     tracker = RingConvergence(subs, 0, 1.0)
     late, stuck = ring_a[0], ring_b[0]

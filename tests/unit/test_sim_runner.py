@@ -4,7 +4,7 @@ import json
 
 import pyarrow.parquet as pq
 
-from controller.backends.rundir import RunDir
+from controller.backends.rundir import RunDir, output_digests
 from controller.backends.sim import SimRunner
 from controller.experiment import plans
 from controller.experiment.schema import parse_experiment
@@ -106,8 +106,9 @@ def test_same_file_and_seed_give_the_same_spans_whatever_the_hash_seed(tmp_path)
 def test_ring_convergence_counts_gossip_cycles_not_frozen_rounds(tmp_path):
     """Frozen dissemination rounds move virtual time on but are no gossip cycles: snapshots carry
     the overlay's own clock, and ring convergence is reported per gossip cycle."""
-    from analysis.overlay import snapshots_by_time
-    from analysis.protocols.poldercast import ring_convergence
+    from analysis.overlay import snapshots
+    from analysis.protocols.poldercast import RingConvergence
+    from analysis.runfiles import read_stats
 
     exp, rd, _, _ = run(
         tmp_path, protocol={"name": "poldercast", "params": {"cyclon": {"view_size": 6, "shuffle_length": 3}}},
@@ -116,8 +117,8 @@ def test_ring_convergence_counts_gossip_cycles_not_frozen_rounds(tmp_path):
         network={"delay": {"ms": 50}}, phases={"warmup_s": 0.5, "drain_s": 1}, outputs={"snapshot_every_s": 1})
     subs = {json.loads(line)["node"]: json.loads(line)["topics"] for line in (rd.path / "subscriptions.jsonl").read_text().splitlines()}
     meta = json.loads((rd.path / "run.json").read_text())
-    curve = [c for snap in snapshots_by_time(rd.path / "snapshots.jsonl")
-             for c in ring_convergence(snap, subs, meta["started_ns"], meta["cycle_s"])]
+    tracker = RingConvergence(subs, meta["started_ns"], meta["cycle_s"])
+    curve = [c for snap in snapshots(rd.path) if (c := tracker.add(snap.table)) is not None]
     assert meta["events_planned"] == 8 * 4 == _published(rd.path)  # per_topic: rounds x topics
     periodic = curve[:-1]  # the last one is the end-of-run snapshot
     assert [round(c["cycle"], 6) for c in periodic[:5]] == [1, 2, 3, 4, 5]
@@ -127,7 +128,7 @@ def test_ring_convergence_counts_gossip_cycles_not_frozen_rounds(tmp_path):
     from analysis.jobs.summarize import gossip_duration_s
     from analysis.overlay import overhead
 
-    stats = [json.loads(line) for line in (rd.path / "stats.jsonl").read_text().splitlines()]
+    stats = read_stats(rd.path)
     assert meta["frozen_ns"] > 0.15 * (meta["ended_ns"] - meta["started_ns"])
     per_cycle = overhead(stats, gossip_duration_s(meta), meta["cycle_s"])["by_layer"]["cyclon"]["msgs_per_node_per_cycle"]
     assert 1.9 < per_cycle < 2.1, per_cycle
@@ -168,10 +169,9 @@ def test_variants_fork_after_the_warm_up_and_each_equals_its_own_run_from_scratc
         forked = sweep / v["run_dir"]
         scratch = cli_run(forked / "experiment.yaml", tmp_path / v["run_dir"].replace("/", "-"))
         assert yaml.safe_load((forked / "experiment.yaml").read_text())["protocol"]["params"]["fanout"] == v["variant"]["fanout"]
-        for name in ("timeline.jsonl", "snapshots.jsonl", "stats.jsonl", "subscriptions.jsonl"):
-            assert (forked / name).read_text() == (scratch / name).read_text(), name
+        assert (forked / "subscriptions.jsonl").read_text() == (scratch / "subscriptions.jsonl").read_text()
+        assert output_digests(forked) == output_digests(scratch)
         spans = pq.read_table(forked / "traces" / "spans.parquet").to_pylist()
-        assert spans == pq.read_table(scratch / "traces" / "spans.parquet").to_pylist()
         assert any(s["name"] == "publish" for s in spans)
         copies.append(sum(s["name"] == "receive" for s in spans))
     assert copies[0] != copies[1]  # fanout 3 and fanout 2 disseminated differently on the same overlay
@@ -184,18 +184,29 @@ def _published(run_dir) -> int:
     return names.count("publish")
 
 
-def test_snapshot_lines_are_the_json_of_the_snapshot_rows():
-    from controller.backends.rundir import SnapshotLines, snapshot_rows
+def test_a_snapshot_table_reads_back_as_its_snapshots(tmp_path):
+    """A snapshot written to the run directory reads back, row by row, as the snapshots taken:
+    per node and layer, the neighbours, the per-topic links, the topics in name order."""
+    from analysis.overlay import snapshots
+    from controller.backends.rundir import Snapshots, snapshot_table
     from node.kit.types import LayerSnapshot, NodeSnapshot
 
-    def expected(snap, t_ns, gossip_ns=None):
-        return "".join(json.dumps(r, sort_keys=True) + "\n" for r in snapshot_rows(snap, t_ns, gossip_ns))
-
-    lines = SnapshotLines()
-    snap = NodeSnapshot(7, ["b\u00e9", 'q"t', "z"], [
+    snaps = [NodeSnapshot(7, ["z", "b\u00e9", 'q"t'], [
         LayerSnapshot("cyclon", [3, 1]), LayerSnapshot("rings", []),
-        LayerSnapshot("rings.succ", [], {"z": [4], "b\u00e9": [9, 2]})])
-    assert lines.lines(snap, 10**9, 5) == expected(snap, 10**9, 5)
-    assert lines.lines(snap, 2 * 10**9) == expected(snap, 2 * 10**9)  # the topics' text reused
-    moved = NodeSnapshot(7, ["a"], [LayerSnapshot("vicinity", [1])])
-    assert lines.lines(moved, 3) == expected(moved, 3)  # and made again when they change
+        LayerSnapshot("rings.succ", [], {"z": [4], "b\u00e9": [9, 2]})]),
+        NodeSnapshot(2, [], [LayerSnapshot("cyclon", [7])])]
+    rd = RunDir(tmp_path)
+    Snapshots(rd).write(snapshot_table(snaps, 2 * 10**9, 5))
+    Snapshots(rd).write(snapshot_table(snaps[1:], 10**9))
+    first, second = snapshots(tmp_path)
+    assert [r["node"] for r in first.rows] == [2] and first.rows[0]["gossip_ns"] == 10**9
+    assert second.rows == [
+        {"t_ns": 2 * 10**9, "gossip_ns": 5, "node": 7, "layer": "cyclon", "neighbours": [3, 1], "per_topic": {},
+         "topics": ["b\u00e9", 'q"t', "z"]},
+        {"t_ns": 2 * 10**9, "gossip_ns": 5, "node": 7, "layer": "rings", "neighbours": [], "per_topic": {},
+         "topics": ["b\u00e9", 'q"t', "z"]},
+        {"t_ns": 2 * 10**9, "gossip_ns": 5, "node": 7, "layer": "rings.succ", "neighbours": [],
+         "per_topic": {"b\u00e9": [9, 2], "z": [4]}, "topics": ["b\u00e9", 'q"t', "z"]},
+        {"t_ns": 2 * 10**9, "gossip_ns": 5, "node": 2, "layer": "cyclon", "neighbours": [7], "per_topic": {},
+         "topics": []}]
+    assert sorted(p.name for p in (tmp_path / "snapshots").iterdir()) == [f"{10**9:020d}.parquet", f"{2 * 10**9:020d}.parquet"]

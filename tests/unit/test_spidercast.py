@@ -180,10 +180,11 @@ def test_malformed_control_messages_are_refused():
 
 def analysed(sim, protocol: str, **params) -> dict:
     """The SpiderCast analysis of the simulator's final snapshot (as the runner writes it)."""
+    from analysis.overlay import Snapshot
     from analysis.protocols import analysis_for
-    from controller.backends.rundir import snapshot_rows
+    from controller.backends.rundir import snapshot_table
 
-    rows = [row for core in sim.nodes.values() for row in snapshot_rows(core.snapshot(), 10**10)]
+    rows = Snapshot(snapshot_table((core.snapshot() for core in sim.nodes.values()), 10**10)).rows
     plugin = analysis_for({"protocol": protocol, "protocol_params": params, "started_ns": 0}, {})
     plugin.add_timeline([{"kind": "join", "node": i, "t_ns": 0, "initial": True} for i in sim.nodes])
     plugin.add_snapshot(rows)

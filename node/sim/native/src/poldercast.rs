@@ -325,8 +325,6 @@ pub(crate) struct PolderEngine {
     #[pyo3(get)]
     span_seq: u64,
     spans: Vec<Span>,
-    /// `snapshot_text`'s names of the layers and topics, as JSON.
-    json: (Vec<String>, Vec<String>),
     /// Profiles handed in (`add_profile`) and out (`take_node` numbers them).
     handed_in: Vec<Rc<Profile>>,
     handed_out: HashMap<*const Profile, u32>,
@@ -1365,7 +1363,7 @@ impl PolderEngine {
             queue: BinaryHeap::new(), msgs: Vec::new(), free_msgs: Vec::new(), now: 0.0, steps: 0, seq: 0,
             frozen_s: 0.0, node_marks: Marks::new(nodes), topic_marks: Marks::new(topics),
             topic_marks2: Marks::new(topics), event_topic: Vec::new(), span_seq: 0, spans: Vec::new(),
-            json: (Vec::new(), Vec::new()), handed_in: Vec::new(), handed_out: HashMap::new(),
+            handed_in: Vec::new(), handed_out: HashMap::new(),
             out_profiles: Vec::new(),
         })
     }
@@ -1508,73 +1506,44 @@ impl PolderEngine {
         settle(self)
     }
 
-    /// The snapshot rows of `nodes` as the JSON lines `controller.backends.rundir.SnapshotLines` writes
-    /// (keys sorted, Python's separators), given the layers' names and each topic as JSON
-    /// (`set_json`): a 10,000-node snapshot is tens of megabytes.
-    fn snapshot_text(&mut self, nodes: Vec<u32>, t_ns: i64, gossip_ns: i64) -> PyResult<String> {
-        use std::fmt::Write;
-        let (names, topic_json) = (&self.json.0, &self.json.1);
-        if names.len() != 5 || topic_json.len() != self.topic_bytes.len() {
-            return Err(PyValueError::new_err("set_json first"));
-        }
-        let ids = |out: &mut String, list: &mut dyn Iterator<Item = u32>| {
-            out.push('[');
-            for (k, n) in list.enumerate() {
-                if k > 0 {
-                    out.push_str(", ");
-                }
-                write!(out, "{n}").expect("a String takes it");
-            }
-            out.push(']');
-        };
-        let mut out = String::new();
+    /// The snapshot rows of `nodes` in columns (`controller.backends.rundir.SNAPSHOT_SCHEMA`),
+    /// five rows per node (CYCLON, VICINITY, RINGS, its succ and pred slots): the nodes; per row
+    /// the neighbours (offsets, values), the per-topic links (offsets into the entries; each
+    /// entry's topic number and links: offsets, values) and the node's topics, each by number
+    /// in name order. A 10,000-node snapshot is millions of values.
+    #[allow(clippy::type_complexity)]
+    fn snapshot_columns(&self, nodes: Vec<u32>) -> PyResult<(Vec<u32>, Vec<i32>, Vec<u32>, Vec<i32>, Vec<u32>, Vec<i32>, Vec<u32>, Vec<i32>, Vec<u32>)> {
+        let (mut nb_off, mut nb) = (vec![0i32], Vec::new());
+        let (mut pt_off, mut pt_keys, mut pt_item_off, mut pt_items) = (vec![0i32], Vec::new(), vec![0i32], Vec::new());
+        let (mut tp_off, mut tp) = (vec![0i32], Vec::new());
         let mut by_name: Vec<usize> = Vec::new();
-        for i in nodes {
+        for &i in &nodes {
             let node = self.nodes.get(i as usize).and_then(Option::as_ref).ok_or_else(|| PyValueError::new_err("a node the engine does not hold"))?;
             let topics = &self.topics[i as usize];
             by_name.clear();
             by_name.extend(0..topics.len());
             by_name.sort_unstable_by_key(|&p| self.topic_rank[topics[p] as usize]);
-            let mut tail = format!(", \"t_ns\": {t_ns}, \"topics\": [");
-            for (k, &p) in by_name.iter().enumerate() {
-                if k > 0 {
-                    tail.push_str(", ");
-                }
-                tail.push_str(&topic_json[topics[p] as usize]);
-            }
-            tail.push_str("]}\n");
-            for (layer, name) in names.iter().enumerate() {
-                write!(out, "{{\"gossip_ns\": {gossip_ns}, \"layer\": {name}, \"neighbours\": ").expect("a String takes it");
+            for layer in 0..5 {
                 match layer {
-                    0 => ids(&mut out, &mut node.cyc_view.iter().map(|d| d.id)),
-                    1 => ids(&mut out, &mut node.vic_view.iter().map(|d| d.id)),
-                    2 => ids(&mut out, &mut node.ring_view.iter().map(|d| d.id)),
-                    _ => out.push_str("[]"),
-                }
-                write!(out, ", \"node\": {i}, \"per_topic\": {{").expect("a String takes it");
-                if layer >= 3 {
-                    let slots = if layer == 3 { &node.succ } else { &node.pred };
-                    let mut first = true;
-                    for &p in by_name.iter().filter(|&&p| !slots[p].is_empty()) {
-                        if !first {
-                            out.push_str(", ");
+                    0 => nb.extend(node.cyc_view.iter().map(|d| d.id)),
+                    1 => nb.extend(node.vic_view.iter().map(|d| d.id)),
+                    2 => nb.extend(node.ring_view.iter().map(|d| d.id)),
+                    _ => {
+                        let slots = if layer == 3 { &node.succ } else { &node.pred };
+                        for &p in by_name.iter().filter(|&&p| !slots[p].is_empty()) {
+                            pt_keys.push(topics[p]);
+                            pt_items.extend(slots[p].iter().copied());
+                            pt_item_off.push(pt_items.len() as i32);
                         }
-                        first = false;
-                        write!(out, "{}: ", topic_json[topics[p] as usize]).expect("a String takes it");
-                        ids(&mut out, &mut slots[p].iter().copied());
                     }
                 }
-                out.push('}');
-                out.push_str(&tail);
+                nb_off.push(nb.len() as i32);
+                pt_off.push(pt_keys.len() as i32);
+                tp.extend(by_name.iter().map(|&p| topics[p]));
+                tp_off.push(tp.len() as i32);
             }
         }
-        Ok(out)
-    }
-
-    /// The JSON of the snapshot layers' names (CYCLON, VICINITY, RINGS, its succ and pred
-    /// slots) and of each topic, by number, for `snapshot_text`.
-    fn set_json(&mut self, names: Vec<String>, topics: Vec<String>) {
-        self.json = (names, topics);
+        Ok((nodes, nb_off, nb, pt_off, pt_keys, pt_item_off, pt_items, tp_off, tp))
     }
 
     /// Node `i`'s state, as `add_node` takes it (its profile numbers name `profiles()`), with
