@@ -2,6 +2,11 @@
 
 Inputs are the normalised span table (``schemas.SPANS``), subscriptions and the timeline. Times
 are nanoseconds on the run's clock (wall clock for local peers, virtual for sim).
+
+The received copies are read once, into ``receipts`` (one row per event and receiver); first
+copies, reach, copies and relays, refused events and copies without a parent all come from it.
+Every aggregation is by event (or event and node), and every join of span-sized tables is on the
+event, so spans partitioned by event once (``summarize``) need no further shuffle.
 """
 
 from __future__ import annotations
@@ -54,25 +59,53 @@ def alive_intervals(timeline: DataFrame, end_ns: int) -> DataFrame:
     )
 
 
-def refused_events(spans: DataFrame) -> DataFrame:
+SPAN_COLUMNS = ("span_id", "parent_span_id", "name", "time_ns", "node", "event_id", "topic", "hops", "first_copy")
+"""The span table's columns the metrics read."""
+
+
+def first_copy_order() -> Column:
+    """The order of a node's copies of an event whose least is its first copy: flagged first,
+    then earliest, then fewest hops."""
+    return F.struct((~F.col("first_copy")).alias("unflagged"), "time_ns", "hops")
+
+
+def receipts(spans: DataFrame) -> DataFrame:
+    """(event_id, node, topic, first, copies, max_hops, earliest_ns, without_parent) per event and
+    receiving node: ``first`` (time_ns, hops) of the first copy, the copy the node itself flagged
+    ``first_copy`` (copies often tie on time: links of 0 ms, one virtual instant), the earliest if
+    it flagged several (a fresh rejoin forgets what it saw), then the fewest hops, else its
+    earliest copy; how many copies, their most hops, the earliest, and how many name no parent."""
+    return (
+        spans.where(F.col("name") == "receive")
+        .groupBy("event_id", "node")
+        .agg(F.first("topic").alias("topic"), F.min_by(F.struct("time_ns", "hops"), first_copy_order()).alias("first"),
+             F.count("*").alias("copies"), F.max("hops").alias("max_hops"), F.min("time_ns").alias("earliest_ns"),
+             F.sum(F.col("parent_span_id").isNull().cast("long")).alias("without_parent"))
+    )
+
+
+def refused_events(spans: DataFrame, received: DataFrame) -> DataFrame:
     """(event_id, reason) of the events the analysis refuses to score: an id published more than
     once (two events share it: ``published_twice``), or with a copy received before it was
     published (a copy of some other event, or clocks apart: ``received_before_publish``). An
-    event may have both reasons."""
+    event may have both reasons. ``received``: the spans' ``receipts``."""
     pubs = (spans.where(F.col("name") == "publish").groupBy("event_id")
-            .agg(F.count("*").alias("n"), F.min("time_ns").alias("t0_ns")).cache())
+            .agg(F.count("*").alias("n"), F.min("time_ns").alias("t0_ns")))
     twice = pubs.where(F.col("n") > 1).select("event_id", F.lit("published_twice").alias("reason"))
-    early = (spans.where(F.col("name") == "receive").join(pubs, "event_id")
-             .where(F.col("time_ns") < F.col("t0_ns"))
-             .select("event_id", F.lit("received_before_publish").alias("reason")).distinct())
+    early = (received.groupBy("event_id").agg(F.min("earliest_ns").alias("earliest_ns")).join(pubs, "event_id")
+             .where(F.col("earliest_ns") < F.col("t0_ns"))
+             .select("event_id", F.lit("received_before_publish").alias("reason")))
     return twice.unionByName(early)
 
 
 def missing_parents(spans: DataFrame) -> int:
     """Distinct parent spans that copies point to but no trace holds: spans lost (a peer killed
-    before its exporter flushed). A lower bound: a lost span no copy points to goes unseen."""
-    parents = spans.where(F.col("parent_span_id").isNotNull()).select(F.col("parent_span_id").alias("span_id")).distinct()
-    return parents.join(spans.select("span_id"), "span_id", "left_anti").count()
+    before its exporter flushed). A lower bound: a lost span no copy points to goes unseen. A
+    copy's parent is a span of the same event (its sender's), so parents are looked up within
+    the event."""
+    parents = (spans.where(F.col("parent_span_id").isNotNull())
+               .select("event_id", F.col("parent_span_id").alias("span_id")).distinct())
+    return parents.join(spans.select("event_id", "span_id"), ["event_id", "span_id"], "left_anti").count()
 
 
 def publications(spans: DataFrame, window_ns: int | None, end_ns: int) -> DataFrame:
@@ -101,18 +134,10 @@ def expected_receivers(pubs: DataFrame, subscriptions: DataFrame, intervals: Dat
     )
 
 
-def first_copies(spans: DataFrame) -> DataFrame:
-    """(event_id, node, time_ns, hops) of the first copy each node received of each event: the
-    copy the node itself flagged ``first_copy`` (copies often tie on time: links of 0 ms, one
-    virtual instant), the earliest if it flagged several (a fresh rejoin forgets what it saw),
-    then the fewest hops; a node with no flagged copy falls back to its earliest copy."""
-    order = F.struct((~F.col("first_copy")).alias("unflagged"), "time_ns", "hops")
-    return (
-        spans.where(F.col("name") == "receive")
-        .groupBy("event_id", "node")
-        .agg(F.min_by(F.struct("time_ns", "hops"), order).alias("f"))
-        .select("event_id", "node", "f.time_ns", "f.hops")
-    )
+def first_copies(received: DataFrame) -> DataFrame:
+    """(event_id, node, time_ns, hops) of the first copy each node received of each event
+    (``receipts``)."""
+    return received.select("event_id", "node", "first.time_ns", "first.hops")
 
 
 def deliveries(expected: DataFrame, pubs: DataFrame, firsts: DataFrame) -> DataFrame:
@@ -145,36 +170,37 @@ def per_event(dels: DataFrame, pubs: DataFrame) -> DataFrame:
     return out.select("event_id", "topic", "publisher", "t0_ns", "expected", "delivered", *cols)
 
 
-def reach(spans: DataFrame, pubs: DataFrame) -> DataFrame:
+def reach(received: DataFrame, pubs: DataFrame) -> DataFrame:
     """Per event: ``receivers`` (distinct nodes that got a copy, the publisher included: relays
     and subscribers alike, ferretti-gossip.md §9.1), ``copies`` (every copy received: the event's
-    messages) and ``max_hops`` (of any copy; 0 when none)."""
-    got = (spans.where(F.col("name") == "receive").join(pubs.select("event_id", "publisher"), "event_id")
+    messages) and ``max_hops`` (of any copy; 0 when none). ``received``: ``receipts``."""
+    got = (received.join(pubs.select("event_id", "publisher"), "event_id")
            .groupBy("event_id")
-           .agg(F.count_distinct(F.when(F.col("node") != F.col("publisher"), F.col("node"))).alias("others"),
-                F.count("*").alias("copies"), F.max("hops").alias("max_hops")))
+           .agg(F.sum((F.col("node") != F.col("publisher")).cast("long")).alias("others"),
+                F.sum("copies").alias("copies"), F.max("max_hops").alias("max_hops")))
     return pubs.select("event_id").join(got, "event_id", "left").select(
         "event_id", (F.coalesce("others", F.lit(0)) + 1).alias("receivers"),
         F.coalesce("copies", F.lit(0)).alias("copies"), F.coalesce("max_hops", F.lit(0)).alias("max_hops"))
 
 
-def copies(spans: DataFrame, subscriptions: DataFrame) -> DataFrame:
+def copies(received: DataFrame, subscriptions: DataFrame) -> DataFrame:
     """One row: total copies received, distinct (event, node) receipts, and copies at nodes not
-    subscribed to the event's topic (per the subscriptions file, not the copy's own flag)."""
+    subscribed to the event's topic (per the subscriptions file, not the copy's own flag).
+    ``received``: ``receipts``."""
     subscribed = (subscriptions.select("node", F.explode("topics").alias("topic")).distinct()
                   .withColumn("subscribed", F.lit(True)))
-    r = spans.where(F.col("name") == "receive").join(subscribed, ["node", "topic"], "left")
+    r = received.join(F.broadcast(subscribed), ["node", "topic"], "left")
     return r.agg(
-        F.count("*").alias("copies"),
-        F.count_distinct("event_id", "node").alias("receipts"),
-        F.sum(F.col("subscribed").isNull().cast("long")).alias("relay_copies"),
+        F.coalesce(F.sum("copies"), F.lit(0)).alias("copies"),
+        F.count("*").alias("receipts"),
+        F.coalesce(F.sum(F.when(F.col("subscribed").isNull(), F.col("copies"))), F.lit(0)).alias("relay_copies"),
     )
 
 
-def without_parent(spans: DataFrame) -> int:
+def without_parent(received: DataFrame) -> int:
     """Received copies whose span names no parent: a send the trace lost track of (every copy
-    is sent under the sender's span of the event)."""
-    return spans.where((F.col("name") == "receive") & F.col("parent_span_id").isNull()).count()
+    is sent under the sender's span of the event). ``received``: ``receipts``."""
+    return received.agg(F.sum("without_parent")).first()[0] or 0
 
 
 def hop_histogram(dels: DataFrame) -> DataFrame:

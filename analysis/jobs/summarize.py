@@ -24,7 +24,7 @@ from .. import content, overlay, report, schemas
 from .. import metrics as m
 from ..load import read_locust
 from ..runfiles import read_jsonl, read_stats, run_end_ns
-from ..spark import get_spark, size_partitions
+from ..spark import PARTITIONS, get_spark, size_partitions
 from ..storage import StagedRun, staged
 
 QUANTILES = [0.5, 0.9, 0.99]
@@ -64,12 +64,19 @@ def _analyse(spark: SparkSession, staged_run: StagedRun) -> dict:
 
     # The small inputs go from the driver (a cluster's executors cannot read its staging dir).
     sub_rows, timeline_rows = read_jsonl(rd / "subscriptions.jsonl"), read_jsonl(rd / "timeline.jsonl")
-    raw_spans = load_spans(spark, f"{uri}/traces", staged_run.traces).cache()
+    # Spans partitioned by event, once: every later aggregation is by event (or event and node)
+    # and every join of span-sized tables is on the event, so none shuffles them again.
+    partitions = int(spark.conf.get(PARTITIONS))
+    raw_spans = (load_spans(spark, f"{uri}/traces", staged_run.traces).select(*m.SPAN_COLUMNS)
+                 .repartition(partitions, "event_id").cache())
+    raw_receipts = m.receipts(raw_spans).cache()
     if "ended_ns" not in meta:
         meta["ended_ns"] = run_end_ns(meta, timeline_rows, raw_spans.agg(F.max("time_ns")).first()[0] or 0)
     end_ns = meta["ended_ns"]
-    refused = m.refused_events(raw_spans).cache()
-    spans = raw_spans.join(F.broadcast(refused.select("event_id").distinct()), "event_id", "left_anti")
+    refused = m.refused_events(raw_spans, raw_receipts).cache()
+    refused_ids = F.broadcast(refused.select("event_id").distinct())
+    spans = raw_spans.join(refused_ids, "event_id", "left_anti")
+    received = raw_receipts.join(refused_ids, "event_id", "left_anti")
     timeline = spark.createDataFrame(timeline_rows, schemas.TIMELINE)
     pubs = m.publications(spans, round(window_s * 1e9) if window_s else None, end_ns).cache()
     if content.is_content(sub_rows):  # filters and events: who matches what, as a topic table
@@ -77,8 +84,8 @@ def _analyse(spark: SparkSession, staged_run: StagedRun) -> dict:
     else:
         subs = spark.createDataFrame(sub_rows, schemas.SUBSCRIPTIONS)
     expected = m.expected_receivers(pubs, subs, m.alive_intervals(timeline, end_ns), join_warmup_ns)
-    dels = m.deliveries(expected, pubs, m.first_copies(spans)).cache()
-    events = m.per_event(dels, pubs).join(m.reach(spans, pubs), "event_id").cache()
+    dels = m.deliveries(expected, pubs, m.first_copies(received)).cache()
+    events = m.per_event(dels, pubs).join(m.reach(received, pubs), "event_id").cache()
 
     dels.write.mode("overwrite").parquet(f"{uri}/metrics/deliveries.parquet")
     events.write.mode("overwrite").parquet(f"{uri}/metrics/events.parquet")
@@ -93,11 +100,12 @@ def _analyse(spark: SparkSession, staged_run: StagedRun) -> dict:
     final = last.rows if last is not None else []
     stats = read_stats(rd)
     plugin.add_stats(stats)
-    summary = summarize(meta, raw_spans, spans, dels, events, final, stats, subscriptions, subs)
+    raw_publishes = raw_spans.where(F.col("name") == "publish").count()
+    summary, cdf = summarize(meta, raw_receipts, raw_publishes, received, dels, events, final, stats, subscriptions, subs)
     summary["refused_events"] = refused_summary(refused)
     summary["window_clipped_events"] = pubs.where(F.col("clipped")).count()
     summary["spans"]["lost_at_least"] = m.missing_parents(raw_spans)
-    summary["spans"]["without_parent"] = m.without_parent(raw_spans)
+    summary["spans"]["without_parent"] = m.without_parent(raw_receipts)
     summary["partial"] = partial(meta, timeline_rows)
     if (rd / "fidelity.json").exists():
         summary["fidelity"] = json.loads((rd / "fidelity.json").read_text())
@@ -110,7 +118,7 @@ def _analyse(spark: SparkSession, staged_run: StagedRun) -> dict:
     summary["load"] = load_summary(rd, meta, settings_publications(rd), series_rows)
     hop_rows = _rows(m.hop_histogram(dels))
     summary["hop_histogram"] = {str(r["hops"]): r["count"] for r in hop_rows}
-    summary["plots"] = report.write(rd, summary, latency_cdf(dels), hop_rows, events, series_rows)
+    summary["plots"] = report.write(rd, summary, cdf, hop_rows, events, series_rows)
     summary["plots"].update(plugin.plots(rd / "plots", summary["protocol_metrics"]))
     (rd / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
     report.write_html(rd, summary, plugin.title, plugin.report_rows(summary["protocol_metrics"]))
@@ -157,11 +165,6 @@ def _rows(df: DataFrame) -> list[dict]:
     return [r.asDict() for r in df.collect()]
 
 
-def latency_cdf(dels: DataFrame) -> list[float]:
-    row = m.quantiles(dels, "latency_ms", [i / 100 for i in range(101)]).first()
-    return list(row["q"]) if row and row["q"] else []
-
-
 def gossip_duration_s(meta: dict) -> float:
     """How long the overlay gossiped: counters run until they are read (local: after the fidelity
     probes), not until ended_ns; the simulator's frozen dissemination rounds hold every timer, so
@@ -199,8 +202,15 @@ def refused_summary(refused: DataFrame, examples: int = 10) -> dict:
     return out
 
 
-def summarize(meta: dict, raw_spans: DataFrame, spans: DataFrame, dels: DataFrame, events: DataFrame,
-              snapshots: list[dict], stats: list[dict], subscriptions: dict, subs: DataFrame) -> dict:
+CDF = [i / 100 for i in range(101)]
+"""The latency CDF's points (the report's plot)."""
+
+
+def summarize(meta: dict, raw_receipts: DataFrame, raw_publishes: int, received: DataFrame, dels: DataFrame,
+              events: DataFrame, snapshots: list[dict], stats: list[dict], subscriptions: dict,
+              subs: DataFrame) -> tuple[dict, list[float]]:
+    """The common metrics, and the latency CDF for the report: one pass over the deliveries gives
+    the latency quantiles, the CDF and the hop quantiles."""
     tot = dels.agg(F.count("*").alias("x"), F.sum(F.col("delivered").cast("long")).alias("d")).first()
     ev = events.agg(
         F.count("*").alias("events"),
@@ -208,11 +218,14 @@ def summarize(meta: dict, raw_spans: DataFrame, spans: DataFrame, dels: DataFram
         F.mean("hit_ratio").alias("mean"),
         F.sum((F.col("hit_ratio") == 1.0).cast("long")).alias("complete"),
     ).first()
-    lat = m.quantiles(dels, "latency_ms", QUANTILES).first()
-    hops = m.quantiles(dels, "hops", QUANTILES).first()
-    cp = m.copies(spans, subs).first()
-    counts = raw_spans.groupBy("name").count().collect()
-    by_name = {r["name"]: r["count"] for r in counts}
+    both = dels.where("delivered").agg(
+        F.percentile("latency_ms", QUANTILES + CDF).alias("lat"), F.max("latency_ms").alias("lat_max"),
+        F.percentile("hops", QUANTILES).alias("hops"), F.max("hops").alias("hops_max"), F.mean("hops").alias("hops_mean"),
+    ).first()
+    lat = {"q": both["lat"][:len(QUANTILES)] if both["lat"] else None, "max": both["lat_max"]}
+    hops = {"q": both["hops"], "max": both["hops_max"], "mean": both["hops_mean"]}
+    cp = m.copies(received, subs).first()
+    by_name = {"publish": raw_publishes, "receive": raw_receipts.agg(F.sum("copies")).first()[0] or 0}
     totals = overlay.counter_totals(stats, ["spans_dropped", "malformed", "unauthorized", "send_failed",
                                             "dropped_by_link", "lost_to_dead_peer"])
 
@@ -243,7 +256,7 @@ def summarize(meta: dict, raw_spans: DataFrame, spans: DataFrame, dels: DataFram
         "errors": totals,
         "protocol_metrics": {},
         "fidelity": {},
-    }
+    }, list(both["lat"][len(QUANTILES):]) if both["lat"] else []
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -39,7 +39,7 @@ def frames(spark):
     timeline = spark.createDataFrame(TIMELINE, schemas.TIMELINE)
     pubs = m.publications(spans, window_ns=1000 * MS, end_ns=END)
     expected = m.expected_receivers(pubs, subs, m.alive_intervals(timeline, END))
-    dels = m.deliveries(expected, pubs, m.first_copies(spans))
+    dels = m.deliveries(expected, pubs, m.first_copies(m.receipts(spans)))
     return spans, subs, timeline, pubs, expected, dels
 
 
@@ -76,7 +76,7 @@ def test_first_copy_is_the_flagged_one_when_copies_tie_on_time(spark):
         span("receive", 7, "e1", "a", 100, 3, False), span("receive", 7, "e1", "a", 100, 2, False),  # none flagged
         span("receive", 8, "e1", "a", 90, 6, True), span("receive", 8, "e1", "a", 120, 1, True),  # a fresh rejoin
     ]
-    got = m.first_copies(spark.createDataFrame(rows, schemas.SPANS))
+    got = m.first_copies(m.receipts(spark.createDataFrame(rows, schemas.SPANS)))
     want = spark.createDataFrame([("e1", 5, 100 * MS, 1), ("e1", 6, 100 * MS, 2), ("e1", 7, 100 * MS, 2), ("e1", 8, 90 * MS, 6)],
                                  "event_id string, node long, time_ns long, hops int")
     assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
@@ -111,7 +111,7 @@ def ties(spark):
     subs = spark.createDataFrame(TIE_SUBS, schemas.SUBSCRIPTIONS)
     intervals = m.alive_intervals(spark.createDataFrame(TIE_TIMELINE, schemas.TIMELINE), END)
     pubs = m.publications(spans, window_ns=1000 * MS, end_ns=END)
-    dels = m.deliveries(m.expected_receivers(pubs, subs, intervals), pubs, m.first_copies(spans))
+    dels = m.deliveries(m.expected_receivers(pubs, subs, intervals), pubs, m.first_copies(m.receipts(spans)))
     return spans, subs, intervals, pubs, dels
 
 
@@ -155,8 +155,8 @@ def test_per_event_and_copies_with_duplicates_and_a_miss(spark, ties):
                                  "t50_ms double, t90_ms double, t100_ms double")
     assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
     # 12 copies, 9 distinct (event, node) receipts (duplication 4/3), 1 copy at a non-subscriber.
-    assert_df_equality(m.copies(spans, subs), spark.createDataFrame([(12, 9, 1)], "copies long, receipts long, relay_copies long"),
-                       ignore_nullable=True)
+    assert_df_equality(m.copies(m.receipts(spans), subs),
+                       spark.createDataFrame([(12, 9, 1)], "copies long, receipts long, relay_copies long"), ignore_nullable=True)
 
 
 def test_timeseries_buckets_by_publication_and_by_arrival(spark, ties):
@@ -179,7 +179,7 @@ def test_per_event_hit_ratio_and_time_to_coverage(spark, frames):
 
 def test_copies_duplication_and_relays(spark, frames):
     spans, subs, *_ = frames
-    row = m.copies(spans, subs).first()
+    row = m.copies(m.receipts(spans), subs).first()
     assert (row["copies"], row["receipts"], row["relay_copies"]) == (6, 5, 1)
 
 
@@ -188,7 +188,7 @@ def test_a_relay_is_a_copy_at_a_node_not_subscribed_whatever_the_copy_says(spark
     spans = spark.createDataFrame([span("receive", 3, "e1", "a", 10, 1, True, True, 0),   # node 3: on b only
                                    span("receive", 1, "e1", "a", 20, 1, True, False, 0)],  # node 1: on a
                                   schemas.SPANS)
-    row = m.copies(spans, spark.createDataFrame(SUBS, schemas.SUBSCRIPTIONS)).first()
+    row = m.copies(m.receipts(spans), spark.createDataFrame(SUBS, schemas.SUBSCRIPTIONS)).first()
     assert (row["copies"], row["relay_copies"]) == (2, 1)
 
 
@@ -196,14 +196,14 @@ def test_received_copies_without_a_parent_span_are_counted(spark):
     rows = [("t", "s0", None, *span("publish", 0, "e1", "a", 0)[3:]),
             ("t", "s1", "s0", *span("receive", 1, "e1", "a", 5, 1, True, True, 0)[3:]),
             ("t", "s2", None, *span("receive", 2, "e1", "a", 6, 2, True, True, 1)[3:])]  # its sender's span lost
-    assert m.without_parent(spark.createDataFrame(rows, schemas.SPANS)) == 1
+    assert m.without_parent(m.receipts(spark.createDataFrame(rows, schemas.SPANS))) == 1
 
 
 def test_window_defaults_to_the_end_of_the_run(spark, frames):
     spans, subs, timeline, *_ = frames
     pubs = m.publications(spans, window_ns=None, end_ns=END)
     expected = m.expected_receivers(pubs, subs, m.alive_intervals(timeline, END))
-    dels = m.deliveries(expected, pubs, m.first_copies(spans))
+    dels = m.deliveries(expected, pubs, m.first_copies(m.receipts(spans)))
     # node 2 leaves at 2000 < END: excluded everywhere; e2's late copy has nobody to count for.
     got = {(r["event_id"], r["node"], r["delivered"]) for r in dels.collect()}
     assert got == {("e1", 1, True), ("e3", 0, True)}
@@ -219,7 +219,7 @@ def test_an_event_whose_window_passes_the_end_is_scored_on_the_part_before_the_e
                                       (END + 300 * MS, "leave", 1), (END + 300 * MS, "leave", 2)], schemas.TIMELINE)
     pubs = m.publications(spans, window_ns=1000 * MS, end_ns=END)
     assert [(r["window_end_ns"], r["clipped"]) for r in pubs.collect()] == [(END, True)]
-    dels = m.deliveries(m.expected_receivers(pubs, subs, m.alive_intervals(timeline, END)), pubs, m.first_copies(spans))
+    dels = m.deliveries(m.expected_receivers(pubs, subs, m.alive_intervals(timeline, END)), pubs, m.first_copies(m.receipts(spans)))
     # node 1's copy came before the end, node 2's after it: outside the window that is left
     assert {(r["node"], r["delivered"]) for r in dels.collect()} == {(1, True), (2, False)}
 
@@ -297,7 +297,8 @@ def test_events_published_twice_or_received_before_publish_are_refused(spark):
         span("receive", 0, "e9", "a", 950, 1, True, True, 2),
         span("publish", 0, "e8", "a", 500), span("receive", 1, "e8", "a", 450, 1, True, True, 0),  # 50 ms early
     ]
-    refused = m.refused_events(spark.createDataFrame(rows, schemas.SPANS))
+    spans = spark.createDataFrame(rows, schemas.SPANS)
+    refused = m.refused_events(spans, m.receipts(spans))
     want = spark.createDataFrame([("e9", "published_twice"), ("e8", "received_before_publish")],
                                  "event_id string, reason string")
     assert_df_equality(refused, want, ignore_row_order=True, ignore_nullable=True)
