@@ -15,21 +15,25 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from node.wire.snapshots import SNAPSHOT_SCHEMA
+from .schemas import SNAPSHOTS
 
 
 @dataclass
 class Snapshot:
-    """One snapshot (one ``t_ns``): its Arrow table (``node.wire.snapshots.SNAPSHOT_SCHEMA``),
-    and the same rows as dicts for the analyses that want them (built on first use)."""
+    """One snapshot (one ``t_ns``): its Arrow table (``schemas.SNAPSHOTS``), and the same rows as
+    dicts for the analyses that want them (built on first use)."""
 
     table: pa.Table
+
+    @classmethod
+    def from_rows(cls, rows: list[dict]) -> Snapshot:
+        return cls(pa.Table.from_pylist(rows, SNAPSHOTS))
 
     @cached_property
     def rows(self) -> list[dict]:
         rows = self.table.to_pylist()
         for r in rows:
-            r["per_topic"] = dict(r["per_topic"])
+            r["per_topic"] = dict(r["per_topic"] or ())
         return rows
 
 
@@ -40,13 +44,13 @@ def snapshots(rd: Path) -> Iterator[Snapshot]:
     files = sorted((rd / "snapshots").glob("*.parquet"))
     if files:
         for f in files:
-            yield Snapshot(pq.read_table(f, schema=SNAPSHOT_SCHEMA))
+            yield Snapshot(pq.read_table(f, schema=SNAPSHOTS))
         return
     if (rd / "snapshots.jsonl").exists():
         with (rd / "snapshots.jsonl").open() as f:
             rows = (json.loads(line) for line in f if line.strip())
             for _, group in itertools.groupby(rows, key=lambda r: r["t_ns"]):
-                yield Snapshot(pa.Table.from_pylist(list(group), SNAPSHOT_SCHEMA))
+                yield Snapshot.from_rows(list(group))
 
 
 def degrees(snapshot_rows: list[dict]) -> dict:

@@ -1,5 +1,6 @@
 """Declared schemas of everything the analysis reads; nothing is inferred."""
 
+import pyarrow as pa
 from pyspark.sql.types import (
     ArrayType,
     BooleanType,
@@ -61,4 +62,13 @@ TIMELINE = StructType([
     StructField("t_ns", LongType(), False),
     StructField("kind", StringType(), False),
     StructField("node", LongType()),
+])
+
+
+# A run's snapshots (``snapshots/*.parquet``, docs/metrics.md), one row per (node, layer), as the
+# driver reads them (Arrow, not Spark: one snapshot at a time).
+SNAPSHOTS = pa.schema([
+    ("t_ns", pa.int64()), ("gossip_ns", pa.int64()), ("node", pa.int32()), ("layer", pa.string()),
+    ("neighbours", pa.list_(pa.int32())), ("per_topic", pa.map_(pa.string(), pa.list_(pa.int32()))),
+    ("topics", pa.list_(pa.string())),
 ])

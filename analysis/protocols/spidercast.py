@@ -27,6 +27,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components, shortest_path
 
+from ..overlay import Snapshot
 from ..plotting import plt, save
 from .base import ProtocolAnalysis
 
@@ -136,7 +137,8 @@ class SpiderCastAnalysis(ProtocolAnalysis):
         since = t_ns - EXCLUDE_JOINED_S * 1e9
         return {n for n, times in self.joined.items() if any(since < t <= t_ns for t in times)}
 
-    def add_snapshot(self, rows: list[dict]) -> None:
+    def add_snapshot(self, snapshot: Snapshot) -> None:
+        rows = snapshot.rows
         t_ns = rows[0]["t_ns"]
         adj, interests = adjacency(rows, self._recent(t_ns))
         comps = topic_components(adj, interests)

@@ -184,6 +184,14 @@ def _published(run_dir) -> int:
     return names.count("publish")
 
 
+def test_the_snapshots_the_runs_write_are_the_snapshots_the_analysis_reads():
+    """The writer's schema (node) and the reader's (analysis, which imports nothing of node) are one."""
+    from analysis.schemas import SNAPSHOTS
+    from node.wire.snapshots import SNAPSHOT_SCHEMA
+
+    assert SNAPSHOT_SCHEMA.equals(SNAPSHOTS)
+
+
 def test_a_snapshot_table_reads_back_as_its_snapshots(tmp_path):
     """A snapshot written to the run directory reads back, row by row, as the snapshots taken:
     per node and layer, the neighbours, the per-topic links, the topics in name order."""

@@ -184,10 +184,11 @@ def analysed(sim, protocol: str, **params) -> dict:
     from analysis.protocols import analysis_for
     from controller.backends.rundir import snapshot_table
 
-    rows = Snapshot(snapshot_table((core.snapshot() for core in sim.nodes.values()), 10**10)).rows
+    snapshot = Snapshot(snapshot_table((core.snapshot() for core in sim.nodes.values()), 10**10))
+    rows = snapshot.rows
     plugin = analysis_for({"protocol": protocol, "protocol_params": params, "started_ns": 0}, {})
     plugin.add_timeline([{"kind": "join", "node": i, "t_ns": 0, "initial": True} for i in sim.nodes])
-    plugin.add_snapshot(rows)
+    plugin.add_snapshot(snapshot)
     plugin.add_stats([{"node": i, "counters": dict(c)} for i, c in sim.stats.items()])
     return plugin.metrics(rows)
 

@@ -10,6 +10,7 @@ from collections import Counter
 import networkx as nx
 import pytest
 
+from analysis.overlay import Snapshot
 from analysis.protocols.stan import StanAnalysis, omniscient_pvs
 from controller.experiment import plans
 from controller.experiment.schema import parse_experiment
@@ -225,8 +226,8 @@ def test_under_churn_each_mean_is_over_its_snapshot_s_nodes_and_each_comparison_
             {"node": 2, "t_ns": 9, "per_topic": {"a": [1], "b": [3]}},
             {"node": 3, "t_ns": 9, "per_topic": {"a": [1], "b": [1]}}]
     analysis = StanAnalysis({"protocol": "stan"}, subs)
-    analysis.add_snapshot(first)
-    analysis.add_snapshot(last)
+    analysis.add_snapshot(Snapshot.from_rows(first))
+    analysis.add_snapshot(Snapshot.from_rows(last))
     m = analysis.metrics(last)
     assert m["ipvs_mean"] == m["rounds"][0]["pvs_mean"] == 2.0
     assert m["fpvs_mean"] == m["rounds"][-1]["pvs_mean"] == pytest.approx(4 / 3)
