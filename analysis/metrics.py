@@ -121,12 +121,14 @@ def publications(spans: DataFrame, window_ns: int | None, end_ns: int) -> DataFr
 
 def expected_receivers(pubs: DataFrame, subscriptions: DataFrame, intervals: DataFrame,
                        join_warmup_ns: int = 0) -> DataFrame:
-    """X(e): subscribers of the topic alive (and warmed up) for the whole window, minus the publisher."""
+    """X(e): subscribers of the topic alive (and warmed up) for the whole window, minus the publisher.
+    The subscriptions and the alive intervals are small (a row per node and topic, per join):
+    each is sent whole to every task, so the publications keep their partitioning by event."""
     subs = subscriptions.select("node", F.explode("topics").alias("topic"))
     return (
-        pubs.join(subs, "topic")
+        pubs.join(F.broadcast(subs), "topic")
         .where(F.col("node") != F.col("publisher"))
-        .join(intervals, "node")
+        .join(F.broadcast(intervals), "node")
         .where((F.col("join_ns") + F.lit(join_warmup_ns) <= F.col("t0_ns"))
                & (F.col("leave_ns") >= F.col("window_end_ns")))
         .select("event_id", "node")

@@ -35,6 +35,9 @@ def get_spark(app: str = "overlaylab", master: str | None = None, conf: dict[str
         .config(PARTITIONS, fixed or str(MAX_PARTITIONS))
         .config(AUTO_PARTITIONS, "false" if fixed else "true")
         .config("spark.sql.session.timeZone", "UTC")
+        # Spans are partitioned by event once (summarize): a join on (event, node) of two tables
+        # partitioned by event needs no shuffle.
+        .config("spark.sql.requireAllClusterKeysForCoPartition", "false")
         .config("spark.driver.memory", os.environ.get("OVERLAYLAB_SPARK_DRIVER_MEMORY", "2g"))
         .getOrCreate()
     )
