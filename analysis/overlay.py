@@ -37,6 +37,12 @@ class Snapshot:
         return rows
 
 
+def snapshot_count(rd: Path) -> int:
+    """How many snapshots ``snapshots`` will give (0 for a run written before they were files:
+    not counted up front)."""
+    return len(list((rd / "snapshots").glob("*.parquet")))
+
+
 def snapshots(rd: Path) -> Iterator[Snapshot]:
     """The run's snapshots one at a time, in time order (``snapshots/``, a file each), so a
     10,000-node run's snapshots are never in memory at once. A run written before snapshots were

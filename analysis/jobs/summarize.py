@@ -19,6 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from analysis.protocols import analysis_for
+from controller.backends.progress import phase
 
 from .. import content, overlay, report, schemas
 from .. import metrics as m
@@ -62,67 +63,74 @@ def _analyse(spark: SparkSession, staged_run: StagedRun) -> dict:
     window_s = settings.get("delivery_window_s")
     join_warmup_ns = round(settings.get("join_warmup_s", 0.0) * 1e9)
 
-    # The small inputs go from the driver (a cluster's executors cannot read its staging dir).
-    sub_rows, timeline_rows = read_jsonl(rd / "subscriptions.jsonl"), read_jsonl(rd / "timeline.jsonl")
-    # Spans partitioned by event, once: every later aggregation is by event (or event and node)
-    # and every join of span-sized tables is on the event, so none shuffles them again.
-    partitions = int(spark.conf.get(PARTITIONS))
-    raw_spans = (load_spans(spark, f"{uri}/traces", staged_run.traces).select(*m.SPAN_COLUMNS)
-                 .repartition(partitions, "event_id").cache())
-    raw_receipts = m.receipts(raw_spans).cache()
-    if "ended_ns" not in meta:
-        meta["ended_ns"] = run_end_ns(meta, timeline_rows, raw_spans.agg(F.max("time_ns")).first()[0] or 0)
-    end_ns = meta["ended_ns"]
-    refused = m.refused_events(raw_spans, raw_receipts).cache()
-    refused_ids = F.broadcast(refused.select("event_id").distinct())
-    spans = raw_spans.join(refused_ids, "event_id", "left_anti")
-    received = raw_receipts.join(refused_ids, "event_id", "left_anti")
-    timeline = spark.createDataFrame(timeline_rows, schemas.TIMELINE)
-    pubs = m.publications(spans, round(window_s * 1e9) if window_s else None, end_ns).cache()
-    if content.is_content(sub_rows):  # filters and events: who matches what, as a topic table
-        subs = content.matching_subscriptions(spark, sub_rows, pubs).cache()
-    else:
-        subs = spark.createDataFrame(sub_rows, schemas.SUBSCRIPTIONS)
-    expected = m.expected_receivers(pubs, subs, m.alive_intervals(timeline, end_ns), join_warmup_ns)
-    dels = m.deliveries(expected, pubs, m.first_copies(received)).cache()
-    events = m.per_event(dels, pubs).join(m.reach(received, pubs), "event_id").cache()
+    snapshots = overlay.snapshot_count(rd)
+    with phase(f"analysis of {meta['run_id']}", 4 + snapshots) as advance:
+        # The small inputs go from the driver (a cluster's executors cannot read its staging dir).
+        sub_rows, timeline_rows = read_jsonl(rd / "subscriptions.jsonl"), read_jsonl(rd / "timeline.jsonl")
+        # Spans partitioned by event, once: every later aggregation is by event (or event and node)
+        # and every join of span-sized tables is on the event, so none shuffles them again.
+        partitions = int(spark.conf.get(PARTITIONS))
+        raw_spans = (load_spans(spark, f"{uri}/traces", staged_run.traces).select(*m.SPAN_COLUMNS)
+                     .repartition(partitions, "event_id").cache())
+        advance(1, f"spans read and partitioned by event ({raw_spans.count():,} rows)")
+        raw_receipts = m.receipts(raw_spans).cache()
+        if "ended_ns" not in meta:
+            meta["ended_ns"] = run_end_ns(meta, timeline_rows, raw_spans.agg(F.max("time_ns")).first()[0] or 0)
+        end_ns = meta["ended_ns"]
+        refused = m.refused_events(raw_spans, raw_receipts).cache()
+        refused_ids = F.broadcast(refused.select("event_id").distinct())
+        spans = raw_spans.join(refused_ids, "event_id", "left_anti")
+        received = raw_receipts.join(refused_ids, "event_id", "left_anti")
+        timeline = spark.createDataFrame(timeline_rows, schemas.TIMELINE)
+        pubs = m.publications(spans, round(window_s * 1e9) if window_s else None, end_ns).cache()
+        if content.is_content(sub_rows):  # filters and events: who matches what, as a topic table
+            subs = content.matching_subscriptions(spark, sub_rows, pubs).cache()
+        else:
+            subs = spark.createDataFrame(sub_rows, schemas.SUBSCRIPTIONS)
+        expected = m.expected_receivers(pubs, subs, m.alive_intervals(timeline, end_ns), join_warmup_ns)
+        dels = m.deliveries(expected, pubs, m.first_copies(received)).cache()
+        events = m.per_event(dels, pubs).join(m.reach(received, pubs), "event_id").cache()
 
-    dels.write.mode("overwrite").parquet(f"{uri}/metrics/deliveries.parquet")
-    events.write.mode("overwrite").parquet(f"{uri}/metrics/events.parquet")
-    subscriptions = {r["node"]: r["topics"] for r in sub_rows}
-    plugin = analysis_for(meta, subscriptions)
-    if plugin.wants_events:
-        plugin.add_events(_rows(events))
-    plugin.add_timeline(timeline_rows)
-    last: overlay.Snapshot | None = None
-    for last in overlay.snapshots(rd):
-        plugin.add_snapshot(last)
-    final = last.rows if last is not None else []
-    stats = read_stats(rd)
-    plugin.add_stats(stats)
-    raw_publishes = raw_spans.where(F.col("name") == "publish").count()
-    summary, cdf = summarize(meta, raw_receipts, raw_publishes, received, dels, events, final, stats, subscriptions, subs)
-    summary["refused_events"] = refused_summary(refused)
-    summary["window_clipped_events"] = pubs.where(F.col("clipped")).count()
-    summary["spans"]["lost_at_least"] = m.missing_parents(raw_spans)
-    summary["spans"]["without_parent"] = m.without_parent(raw_receipts)
-    summary["partial"] = partial(meta, timeline_rows)
-    if (rd / "fidelity.json").exists():
-        summary["fidelity"] = json.loads((rd / "fidelity.json").read_text())
-    summary["churn"] = churn_counts(timeline_rows)
-    summary["protocol_metrics"] = plugin.metrics(final)
-    summary["skipped_publications"] = meta.get("skipped_publications", 0)
-    series = m.timeseries(dels, pubs, meta["measure_start_ns"]).cache()
-    series.write.mode("overwrite").parquet(f"{uri}/metrics/timeseries.parquet")
-    series_rows = _rows(series)
-    summary["load"] = load_summary(rd, meta, settings_publications(rd), series_rows)
-    hop_rows = _rows(m.hop_histogram(dels))
-    summary["hop_histogram"] = {str(r["hops"]): r["count"] for r in hop_rows}
-    summary["plots"] = report.write(rd, summary, cdf, hop_rows, events, series_rows)
-    summary["plots"].update(plugin.plots(rd / "plots", summary["protocol_metrics"]))
-    (rd / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
-    report.write_html(rd, summary, plugin.title, plugin.report_rows(summary["protocol_metrics"]))
-    return summary
+        dels.write.mode("overwrite").parquet(f"{uri}/metrics/deliveries.parquet")
+        events.write.mode("overwrite").parquet(f"{uri}/metrics/events.parquet")
+        advance(2, f"deliveries ({dels.count():,} expected) and events written; snapshots next")
+        subscriptions = {r["node"]: r["topics"] for r in sub_rows}
+        plugin = analysis_for(meta, subscriptions)
+        if plugin.wants_events:
+            plugin.add_events(_rows(events))
+        plugin.add_timeline(timeline_rows)
+        last: overlay.Snapshot | None = None
+        for k, last in enumerate(overlay.snapshots(rd), 1):
+            plugin.add_snapshot(last)
+            advance(2 + k, f"snapshot {k} of {snapshots} ({last.table.num_rows:,} rows)")
+        final = last.rows if last is not None else []
+        stats = read_stats(rd)
+        plugin.add_stats(stats)
+        raw_publishes = raw_spans.where(F.col("name") == "publish").count()
+        summary, cdf = summarize(meta, raw_receipts, raw_publishes, received, dels, events, final, stats, subscriptions, subs)
+        summary["refused_events"] = refused_summary(refused)
+        summary["window_clipped_events"] = pubs.where(F.col("clipped")).count()
+        summary["spans"]["lost_at_least"] = m.missing_parents(raw_spans)
+        summary["spans"]["without_parent"] = m.without_parent(raw_receipts)
+        summary["partial"] = partial(meta, timeline_rows)
+        if (rd / "fidelity.json").exists():
+            summary["fidelity"] = json.loads((rd / "fidelity.json").read_text())
+        summary["churn"] = churn_counts(timeline_rows)
+        summary["protocol_metrics"] = plugin.metrics(final)
+        summary["skipped_publications"] = meta.get("skipped_publications", 0)
+        advance(3 + snapshots, "summary computed; time series and report next")
+        series = m.timeseries(dels, pubs, meta["measure_start_ns"]).cache()
+        series.write.mode("overwrite").parquet(f"{uri}/metrics/timeseries.parquet")
+        series_rows = _rows(series)
+        summary["load"] = load_summary(rd, meta, settings_publications(rd), series_rows)
+        hop_rows = _rows(m.hop_histogram(dels))
+        summary["hop_histogram"] = {str(r["hops"]): r["count"] for r in hop_rows}
+        summary["plots"] = report.write(rd, summary, cdf, hop_rows, events, series_rows)
+        summary["plots"].update(plugin.plots(rd / "plots", summary["protocol_metrics"]))
+        (rd / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
+        report.write_html(rd, summary, plugin.title, plugin.report_rows(summary["protocol_metrics"]))
+        advance(4 + snapshots, "done")
+        return summary
 
 
 def settings_publications(rd: Path) -> dict:

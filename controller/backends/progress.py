@@ -20,19 +20,23 @@ def _clock(seconds: float) -> str:
 
 
 @contextmanager
-def phase(description: str, total: float) -> Iterator[Callable[[float], None]]:
-    """A progress bar for one phase; yields ``advance_to(done)``."""
+def phase(description: str, total: float) -> Iterator[Callable[..., None]]:
+    """A progress bar for one phase; yields ``advance_to(done, step=None)``: ``step`` names what
+    the phase is doing now (shown after the description)."""
     terminal = console.is_terminal
     with Progress(
         TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:.0f}/{task.total:.0f}"),
         TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=False, disable=not terminal,
     ) as progress:
         task = progress.add_task(description, total=total)
+        base = description
         start = last = time.monotonic()
 
-        def advance(done: float) -> None:
-            nonlocal last
-            progress.update(task, completed=done)
+        def advance(done: float, step: str | None = None) -> None:
+            nonlocal last, description
+            if step is not None:
+                description = f"{base}: {step}"
+            progress.update(task, completed=done, description=description)
             now = time.monotonic()
             if terminal or now - last < LOG_EVERY_S or not 0 < done < total:
                 return
@@ -43,4 +47,4 @@ def phase(description: str, total: float) -> Iterator[Callable[[float], None]]:
 
         yield advance
     if not terminal:
-        console.print(f"{description}: done")
+        console.print(f"{base}: done")

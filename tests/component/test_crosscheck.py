@@ -5,6 +5,7 @@ when the summary is wrong."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pyarrow.parquet as pq
@@ -14,6 +15,7 @@ from pyspark.sql import functions as F
 from analysis import metrics
 from analysis.crosscheck import compare
 from analysis.jobs import summarize
+from controller.backends import progress
 from controller.cli.main import main
 from tests.helpers import cli_run, conformance_experiment, synthetic_run
 
@@ -78,10 +80,14 @@ def test_crosscheck_of_a_run_not_analysed_says_so(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_a_synthetic_run_is_analysed_and_crosschecked(tmp_path):
+def test_a_synthetic_run_is_analysed_and_crosschecked(tmp_path, monkeypatch, capsys):
     """The generator behind `make bench-spark` writes a run the analysis reads like any other;
     its ties (whole milliseconds), misses, duplicates, relays and churn agree in both computations."""
+    monkeypatch.setattr(progress, "LOG_EVERY_S", 0)  # the progress line of a long analysis, at every step
     rd = synthetic_run(tmp_path / "synthetic", spans=20000, nodes=400, topics=40, analyse=True)
+    logged = capsys.readouterr().err
+    assert re.search(r"analysis of synthetic: spans read and partitioned by event \(\d[\d,]+ rows\): 1/4 .* left", logged)
+    assert "analysis of synthetic: done" in logged
     summary = json.loads((rd / "summary.json").read_text())
     meta = json.loads((rd / "run.json").read_text())
     assert summary["spans"]["publish"] + summary["spans"]["receive"] == meta["spans"] > 15_000
