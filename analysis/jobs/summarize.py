@@ -53,7 +53,10 @@ def run(run_dir: str | Path, spark: SparkSession | None = None) -> dict:
     spark = spark or get_spark()
     with staged(str(run_dir), spark) as staged_run:
         size_partitions(spark, staged_run.trace_bytes)
-        return _analyse(spark, staged_run)
+        try:
+            return _analyse(spark, staged_run)
+        finally:
+            spark.catalog.clearCache()  # a sweep analyses its points one after another in one session
 
 
 def _analyse(spark: SparkSession, staged_run: StagedRun) -> dict:
