@@ -27,6 +27,7 @@ from pydantic import (
     model_validator,
 )
 
+from controller.experiment import yamlfile
 from controller.experiment.dynamics import Churn, Network, Phases, Publications
 from controller.experiment.population import (
     AclTopology,
@@ -343,10 +344,17 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
             if not isinstance(node, (dict, list)):
                 raise ExperimentError(f"--set {item!r}: {key!r} is not a section")
         if isinstance(node, list):
-            node[_index(item, keys[-1], node)] = yaml.safe_load(raw)
+            node[_index(item, keys[-1], node)] = _set_value(item, raw)
         else:
-            node[keys[-1]] = yaml.safe_load(raw)
+            node[keys[-1]] = _set_value(item, raw)
     return data
+
+
+def _set_value(item: str, raw: str) -> Any:
+    try:
+        return yamlfile.load(raw)
+    except (yaml.YAMLError, yamlfile.YamlError) as e:
+        raise ExperimentError(f"--set {item!r}: {e}") from None
 
 
 def _index(item: str, key: str, items: list) -> int:
@@ -358,8 +366,8 @@ def _index(item: str, key: str, items: list) -> int:
 def load_experiment(path: str | Path, overrides: list[str] = ()) -> Experiment:
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as e:
+        data = yamlfile.load(path.read_text()) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, yamlfile.YamlError) as e:
         raise ExperimentError(f"{path}: cannot read: {e}") from None
     if not isinstance(data, dict):
         raise ExperimentError(f"{path}: expected a mapping of sections at the top level")

@@ -98,3 +98,29 @@ def test_sweep_points_follow_the_grid_and_name_their_paths():
         Sweep(points=[{}])
     with pytest.raises(ValueError, match="cannot sweep its own settings"):
         Sweep(points=[{"sweep.seeds": [1]}])
+
+
+LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{k}: &{k} [{', '.join([f'*{p}'] * 10)}]\n" for p, k in zip("abcdefgh", "bcdefghi"))
+
+
+@pytest.mark.parametrize("text, says", [
+    (LAUGHS, "more than 100,000 values once its aliases are expanded"),  # 10^9 values expanded
+    ("name: x\nnodes: " + "[" * 5000 + "]" * 5000 + "\n", "line 2: nested more than 32 levels deep"),
+    ("name: x\nseed: 1\nname: y\n", "line 3: key 'name' given twice"),
+    ("name: x\n#" + "y" * (2 << 20) + "\n", "bytes (at most 1,048,576)"),
+])
+def test_a_hostile_yaml_file_is_refused_at_once_and_says_why(tmp_path, text, says):
+    import time
+
+    path = tmp_path / "hostile.yaml"
+    path.write_text(text)
+    start = time.monotonic()
+    with pytest.raises(ExperimentError, match=f"{path}: cannot read: .*{says}".replace("(", r"\(").replace(")", r"\)")):
+        load_experiment(path)
+    assert time.monotonic() - start < 2
+
+
+def test_a_set_value_goes_through_the_same_limits():
+    with pytest.raises(ExperimentError, match=r"--set 'seed=\{a: 1, a: 2\}': line 1: key 'a' given twice"):
+        apply_overrides({}, ["seed={a: 1, a: 2}"])
