@@ -15,7 +15,7 @@ from pydantic import (
     model_validator,
 )
 
-from controller.experiment.strict import Strict, by_model, tagged
+from controller.experiment.strict import MAX_RATE_PER_S, DelayMs, Strict, by_model, tagged
 from node.kit.rejoin import RejoinPolicy
 
 
@@ -30,7 +30,7 @@ class Publications(Strict):
     """rate: `count` events at `rate_per_s`; per_topic: one event per non-empty topic per round (the papers)."""
     count: PositiveInt = 50
     """Events to publish (mode rate)."""
-    rate_per_s: PositiveFloat = 10.0
+    rate_per_s: Annotated[float, Field(gt=0.0, le=MAX_RATE_PER_S)] = 10.0
     """Publications per second, evenly spaced (both modes)."""
     rounds: PositiveInt = 1
     """Rounds of one event per topic (mode per_topic)."""
@@ -120,7 +120,7 @@ class Churn(Strict):
     """sessions: how long a churning node stays up."""
     downtime: Lengths = Lengths(mean_s=30.0)
     """sessions: how long it stays down before it rejoins."""
-    arrival_rate_per_s: NonNegativeFloat = 0.0
+    arrival_rate_per_s: Annotated[float, Field(ge=0.0, le=MAX_RATE_PER_S)] = 0.0
     """sessions: Poisson arrival rate of churning nodes that start offline (0: all start online)."""
     start_s: float = 0.0
     """Churn begins this long after the warm-up (negative: during the warm-up)."""
@@ -152,7 +152,7 @@ class Churn(Strict):
 
 class ConstantDelay(Strict):
     model: Literal["constant"] = "constant"
-    ms: NonNegativeFloat = 0.0
+    ms: DelayMs = 0.0
     """One-way delay of every link."""
 
 
@@ -162,9 +162,9 @@ class DistributionDelay(Strict):
     model: Literal["distribution"]
     distribution: Literal["uniform", "normal", "lognormal", "exponential", "pareto"] = "lognormal"
     """The distribution of per-link delays."""
-    mean_ms: PositiveFloat = 50.0
+    mean_ms: Annotated[DelayMs, Field(gt=0.0)] = 50.0
     """Mean per-link delay."""
-    std_ms: NonNegativeFloat = 20.0
+    std_ms: DelayMs = 20.0
     """Standard deviation (uniform, normal, lognormal)."""
     shape: PositiveFloat = 2.5
     """Pareto alpha (> 1)."""
@@ -174,9 +174,9 @@ class GeoDelay(Strict):
     """Nodes placed uniformly at random on a unit square; delay grows with distance."""
 
     model: Literal["geo"]
-    base_ms: NonNegativeFloat = 5.0
+    base_ms: DelayMs = 5.0
     """Delay at distance 0."""
-    ms_per_unit: PositiveFloat = 100.0
+    ms_per_unit: Annotated[DelayMs, Field(gt=0.0)] = 100.0
     """Added delay per unit of distance (the square's side is 1)."""
 
 
@@ -216,11 +216,11 @@ class Partition(Strict):
 class Network(Strict):
     delay: Delay = ConstantDelay()
     """Per-link one-way delay model."""
-    jitter_ms: NonNegativeFloat = 0.0
+    jitter_ms: DelayMs = 0.0
     """Each message's delay varies uniformly in [delay - jitter, delay + jitter] (clipped at 0)."""
     loss: float = Field(0.0, ge=0.0, le=1.0)
     """Probability that a message is lost."""
-    bandwidth_kbps: PositiveFloat | None = None
+    bandwidth_kbps: Annotated[float, Field(ge=1.0, le=1e9)] | None = None
     """Per-sender serialisation delay: message bytes x 8 / bandwidth (none: unlimited)."""
     partitions: list[Partition] = []
     """Node sets cut off from the others during a time window."""

@@ -5,11 +5,17 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Tag
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True, allow_inf_nan=False)
+
+
+DelayMs = Annotated[float, Field(ge=0.0, le=3_600_000.0)]
+"""A link delay or its spread, in milliseconds: at most an hour."""
+MAX_RATE_PER_S = 100_000.0
+"""The most publications per second a plan may ask for."""
 
 
 

@@ -124,3 +124,15 @@ def test_a_hostile_yaml_file_is_refused_at_once_and_says_why(tmp_path, text, say
 def test_a_set_value_goes_through_the_same_limits():
     with pytest.raises(ExperimentError, match=r"--set 'seed=\{a: 1, a: 2\}': line 1: key 'a' given twice"):
         apply_overrides({}, ["seed={a: 1, a: 2}"])
+
+
+@pytest.mark.parametrize("data, says", [
+    ({"network": {"delay": {"ms": 1e308}}}, "network.delay.constant.ms: Input should be less than or equal to 3600000"),
+    ({"network": {"delay": {"ms": float("nan")}}}, "network.delay.constant.ms: Input should be a finite number"),
+    ({"publications": {"rate_per_s": float("inf")}}, "publications.rate_per_s: Input should be a finite number"),
+    ({"publications": {"rate_per_s": 1e9}}, "publications.rate_per_s: Input should be less than or equal to 100000"),
+    ({"network": {"bandwidth_kbps": 1e-300}}, "network.bandwidth_kbps: Input should be greater than or equal to 1"),
+])
+def test_numbers_are_finite_and_within_their_physical_range(data, says):
+    with pytest.raises(ExperimentError, match=says):
+        parse_experiment({"name": "x", **data})
