@@ -137,7 +137,7 @@ def read_plain(path: str) -> dict[str, list[tuple[float, float]]]:
     out: dict[str, list[tuple[float, float]]] = {}
     for lineno, parts in _lines(path):
         if len(parts) != 3:
-            raise PlanError(f"{path}:{lineno}: expected 'node join_s leave_s', got {' '.join(parts)!r}")
+            raise PlanError(f"churn.path: {path}:{lineno}: expected 'node join_s leave_s' ({len(parts)} fields)")
         try:
             join = float(parts[1])
             leave = math.inf if parts[2] in ("-", "inf") else float(parts[2])

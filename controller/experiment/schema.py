@@ -405,9 +405,15 @@ def data_dir() -> Path:
     return Path(env) if env else Path(__file__).resolve().parents[3] / "shared" / "datasets"
 
 
-def resolve_path(value: str, base: Path) -> str:
+def resolve_path(value: str, base: Path, field: str = "path") -> str:
+    """``data:NAME`` inside the data folder (one that leads out of it is refused), else relative
+    to ``base`` (the experiment file's folder)."""
     if value.startswith("data:"):
-        return str(data_dir() / value[5:])
+        root = data_dir().resolve()
+        p = (root / value[5:]).resolve()
+        if not p.is_relative_to(root):
+            raise ExperimentError(f"{field}: {value!r} leads out of the data folder {root}")
+        return str(p)
     p = Path(value)
     return str(p if p.is_absolute() else (base / p).resolve())
 
@@ -420,7 +426,7 @@ def _resolve_paths(data: dict, base: Path) -> None:
         for k in keys[:-1]:
             node = node.get(k) if isinstance(node, dict) else None
         if isinstance(node, dict) and isinstance(node.get(keys[-1]), str) and node[keys[-1]] not in GENERATED:
-            node[keys[-1]] = resolve_path(node[keys[-1]], base)
+            node[keys[-1]] = resolve_path(node[keys[-1]], base, ".".join(keys))
 
 
 def sync_protocols() -> None:

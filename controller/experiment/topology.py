@@ -57,7 +57,7 @@ def read_degrees(path: str, n: int) -> np.ndarray:
         try:
             d = int(line)
         except ValueError:
-            raise PlanError(f"{path}:{lineno}: expected a degree (an integer), got {line!r}") from None
+            raise PlanError(f"topology.degrees: {path}:{lineno}: expected a degree (an integer)") from None
         if d < 0 or d >= n:
             raise PlanError(f"{path}:{lineno}: degree {d} outside 0..{n - 1}")
         out.append(d)

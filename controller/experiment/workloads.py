@@ -157,7 +157,7 @@ def read_edge_list(path: str | Path) -> nx.DiGraph:
     for lineno, line in data_lines(path, comments="#%"):
         parts = line.split()
         if len(parts) < 2:
-            raise PlanError(f"{path}:{lineno}: expected 'u v', got {line!r}")
+            raise PlanError(f"workload.graph: {path}:{lineno}: expected 'u v' (two node ids)")
         g.add_edge(parts[0], parts[1])
     return g
 
@@ -272,7 +272,7 @@ def read_subscription_trace(path: str | Path) -> dict[str, set[str]]:
     for lineno, line in data_lines(path):
         parts = line.split()
         if len(parts) != 2:
-            raise PlanError(f"{path}:{lineno}: expected 'node topic', got {line!r}")
+            raise PlanError(f"workload.path: {path}:{lineno}: expected 'node topic'")
         out.setdefault(parts[0], set()).add(parts[1])
     return out
 

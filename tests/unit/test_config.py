@@ -136,3 +136,24 @@ def test_a_set_value_goes_through_the_same_limits():
 def test_numbers_are_finite_and_within_their_physical_range(data, says):
     with pytest.raises(ExperimentError, match=says):
         parse_experiment({"name": "x", **data})
+
+
+def test_a_data_path_that_leads_out_of_the_data_folder_is_refused_with_its_field(tmp_path, monkeypatch):
+    monkeypatch.setenv("OVERLAYLAB_DATA_DIR", str(tmp_path / "datasets"))
+    path = tmp_path / "exp.yaml"
+    path.write_text("name: x\nworkload:\n  model: trace\n  path: data:../../../../etc/passwd\n")
+    with pytest.raises(ExperimentError, match=r"workload.path: 'data:../../../../etc/passwd' leads out of the data folder") as e:
+        load_experiment(path)
+    assert "root:" not in str(e.value)
+
+
+def test_a_bad_line_of_a_data_file_is_named_by_its_field_and_number_never_echoed(tmp_path):
+    from controller.experiment import plans
+    from controller.experiment.datafiles import PlanError
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    exp = parse_experiment({"name": "x", "nodes": {"count": 4}, "workload": {"model": "trace", "path": str(secret)}})
+    with pytest.raises(PlanError, match=r"workload.path: .*secret.txt:1: expected 'node topic'") as e:
+        plans.render(exp)
+    assert "root" not in str(e.value).replace(str(tmp_path), "")
