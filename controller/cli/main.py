@@ -300,6 +300,11 @@ def cmd_validate(args) -> int:
     exp = _load(args)
     check_data_files(exp, args.file)
     plans.render(exp)
+    if exp.sweep.settings() or exp.sweep.seeds:  # every point, as `sweep` checks it
+        from controller.cli.sweep import points
+
+        _, found = points(args.file, list(args.set or []))
+        print(f"# sweep: {len(found)} runs, each valid", file=sys.stderr)
     print(dump_experiment(exp), end="")
     return 0
 

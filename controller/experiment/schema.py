@@ -9,6 +9,7 @@ own config dataclass in its folder under ``node/protocols`` (one source of truth
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
@@ -95,6 +96,10 @@ class Sim(Strict):
     The summary reports reach per network (static_gossip) and over all."""
 
 
+MAX_SWEEP_RUNS = 10_000
+"""The most runs one sweep file may ask for."""
+
+
 class Sweep(Strict):
     grid: dict[str, list[Any]] = {}
     """``--set`` paths to the values to try, e.g. {nodes.count: [1000, 2000], protocol.params.fanout:
@@ -127,6 +132,14 @@ class Sweep(Strict):
             for path in settings:
                 _sweepable(path)
         return points
+
+    @model_validator(mode="after")
+    def _size(self) -> Sweep:
+        combos = math.prod(len(v) for v in self.grid.values()) if self.grid else 0
+        runs = (combos + len(self.points)) * max(1, len(self.seeds))
+        if runs > MAX_SWEEP_RUNS:
+            raise ValueError(f"{runs:,} runs (points x seeds); at most {MAX_SWEEP_RUNS:,}")
+        return self
 
     def settings(self) -> list[dict[str, Any]]:
         """Every point's settings: the grid's combinations, then ``points``."""

@@ -157,3 +157,22 @@ def test_a_bad_line_of_a_data_file_is_named_by_its_field_and_number_never_echoed
     with pytest.raises(PlanError, match=r"workload.path: .*secret.txt:1: expected 'node topic'") as e:
         plans.render(exp)
     assert "root" not in str(e.value).replace(str(tmp_path), "")
+
+
+@pytest.mark.parametrize("text, says", [
+    ("name: x\nsweep: {grid: {seed: " + str(list(range(1000))) + ", nodes.count: " + str(list(range(2, 1002))) + "}}\n",
+     "sweep: Value error, 1,000,000 runs (points x seeds); at most 10,000"),
+    ("name: x\nsweep: {grid: {nodes.count: [8, 0]}}\n", "sweep point 001_count-0_s1:\n"),
+])
+def test_validate_checks_every_sweep_point_as_sweep_does(tmp_path, capsys, text, says):
+    import time
+
+    from controller.cli.main import main
+
+    path = tmp_path / "sweep.yaml"
+    path.write_text(text)
+    start = time.monotonic()
+    with pytest.raises(SystemExit) as done:
+        main(["validate", str(path)])
+    assert done.value.code == 2 and time.monotonic() - start < 2
+    assert says in capsys.readouterr().err
