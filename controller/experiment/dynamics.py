@@ -15,7 +15,7 @@ from pydantic import (
     model_validator,
 )
 
-from controller.experiment.strict import MAX_RATE_PER_S, DelayMs, Strict, by_model, tagged
+from controller.experiment.strict import MAX_PUBLICATIONS, MAX_RATE_PER_S, DelayMs, Strict, by_model, tagged
 from node.kit.rejoin import RejoinPolicy
 
 
@@ -28,7 +28,7 @@ class Publications(Strict):
     """locust: simulated users; each publishes rate_per_s / locust_users times per second."""
     mode: Literal["rate", "per_topic"] = "rate"
     """rate: `count` events at `rate_per_s`; per_topic: one event per non-empty topic per round (the papers)."""
-    count: PositiveInt = 50
+    count: Annotated[int, Field(gt=0, le=MAX_PUBLICATIONS)] = 50
     """Events to publish (mode rate)."""
     rate_per_s: Annotated[float, Field(gt=0.0, le=MAX_RATE_PER_S)] = 10.0
     """Publications per second, evenly spaced (both modes)."""

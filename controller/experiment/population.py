@@ -13,11 +13,11 @@ from pydantic import (
     model_validator,
 )
 
-from controller.experiment.strict import Strict, by_model, tagged
+from controller.experiment.strict import MAX_NODES, Strict, by_model, tagged
 
 
 class Nodes(Strict):
-    count: PositiveInt = 32
+    count: Annotated[int, Field(gt=0, le=MAX_NODES)] = 32
     """Number of peers."""
     peers_per_process: PositiveInt = 4
     """local backend: peers hosted by one OS process (one gRPC server each)."""

@@ -16,6 +16,10 @@ DelayMs = Annotated[float, Field(ge=0.0, le=3_600_000.0)]
 """A link delay or its spread, in milliseconds: at most an hour."""
 MAX_RATE_PER_S = 100_000.0
 """The most publications per second a plan may ask for."""
+MAX_NODES = 1_000_000
+"""The most nodes an experiment may have (the simulator's reach; a backend of real peers runs fewer)."""
+MAX_PUBLICATIONS = 10_000_000
+"""The most publications a plan may ask for."""
 
 
 

@@ -176,3 +176,16 @@ def test_validate_checks_every_sweep_point_as_sweep_does(tmp_path, capsys, text,
         main(["validate", str(path)])
     assert done.value.code == 2 and time.monotonic() - start < 2
     assert says in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("data, says", [
+    ({"nodes": {"count": 10**8}}, "nodes.count: Input should be less than or equal to 1000000"),
+    ({"publications": {"count": 10**9}}, "publications.count: Input should be less than or equal to 10000000"),
+])
+def test_counts_are_within_what_a_backend_can_run(data, says):
+    import time
+
+    start = time.monotonic()
+    with pytest.raises(ExperimentError, match=says):
+        parse_experiment({"name": "x", **data})
+    assert time.monotonic() - start < 2
