@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -389,7 +390,15 @@ def snapshot_from_pb(pb: control_pb2.Snapshot) -> NodeSnapshot:
     )
 
 
+UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
+"""Characters no name (topic, event id, address, layer) may hold: control characters, line and
+paragraph separators, zero-width and bidirectional formatting (a right-to-left override makes a
+topic read as another in a log or report)."""
+
+
 def _check_names(*names: str) -> None:
     for name in names:
         if len(name) > MAX_NAME:
             raise RemoteProtocolError(f"string of {len(name)} characters (limit {MAX_NAME})")
+        if (bad := UNPRINTABLE.search(name)) is not None:
+            raise RemoteProtocolError(f"name with the unprintable character U+{ord(bad.group()):04X}")

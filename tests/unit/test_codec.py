@@ -103,6 +103,15 @@ def test_invalid_event_is_a_remote_error(pb):
         codec.event_from_pb(pb)
 
 
+@pytest.mark.parametrize("name", ["a\x00b", "line\nbreak", "\u202egnp.exe", "zero\u200bwidth", "\ufeffbom"])
+def test_a_name_with_an_unprintable_character_is_a_remote_error(name):
+    with pytest.raises(RemoteProtocolError, match="unprintable character U\\+"):
+        codec.event_from_pb(peer_pb2.EventMessage(event_id="0-1-1", topic=name, hops=1))
+    with pytest.raises(RemoteProtocolError, match="unprintable character"):
+        codec.descriptor_from_pb(peer_pb2.NodeDescriptor(node_id=1, addr="127.0.0.1:1", topics=["a", name]))
+    assert codec.event_from_pb(peer_pb2.EventMessage(event_id="0-1-1", topic="caf\u00e9 \u20ac", hops=1)).topic == "caf\u00e9 \u20ac"
+
+
 def test_gossip_with_too_many_recent_ids_is_a_remote_error():
     pb = codec.gossip_to_pb(Gossip("cyclon", D, (), False, ("e",) * (codec.MAX_SIGNAL_ITEMS + 1)))
     with pytest.raises(RemoteProtocolError, match="recent event ids"):
