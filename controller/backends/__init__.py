@@ -1,6 +1,6 @@
 """The backends that carry out an experiment (``sim``, ``local``, ``k8s``), found by name, and
-what they share: the run directory, the driver over the peers' Control API, peer hosting, the
-chart's values and progress display."""
+what they share: the run directory, the driver over the peers' Control API, peer hosting and the
+chart's values."""
 
 from __future__ import annotations
 

@@ -147,6 +147,16 @@ def test_analysis_imports_nothing_from_node():
             assert not any(n == "node" or n.startswith("node.") for n in names), f"{path} imports {names}"
 
 
+def test_the_analysis_job_loads_nothing_of_node_even_indirectly():
+    import subprocess
+    import sys
+
+    code = ("import sys, analysis.jobs.summarize, analysis.crosscheck\n"
+            "print(sorted(m for m in sys.modules if m == 'node' or m.startswith('node.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=NODE.parent).stdout
+    assert out.strip() == "[]", out
+
+
 def test_a_plugin_module_that_cannot_be_imported_is_a_clear_error(monkeypatch, capsys):
     from controller.cli.main import main
 

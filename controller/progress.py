@@ -1,5 +1,6 @@
 """Progress display for long phases (rich): a bar on a terminal; elsewhere (a log, CI, nohup) a
-plain line every ``LOG_EVERY_S`` seconds of wall time, so a run of an hour says how far it is."""
+plain line every ``LOG_EVERY_S`` seconds of wall time, so a run of an hour says how far it is.
+Used by the backends and by the analysis (which imports nothing else of the controller)."""
 
 from __future__ import annotations
 
