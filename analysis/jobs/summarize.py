@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from analysis.protocols import analysis_for
-from controller.progress import phase
+from controller.cli.progress import phase
 
 from .. import content, overlay, report, schemas
 from .. import metrics as m

@@ -33,9 +33,9 @@ import grpc
 from controller.backends.driver import EMPTY, Driver, http_request
 from controller.backends.hosting import pod_layout
 from controller.backends.rundir import RunDir
+from controller.cli.progress import console
 from controller.experiment import plans
 from controller.experiment.schema import Experiment, ExperimentError
-from controller.progress import console
 from node._gen.overlaylab.v1 import control_pb2
 from node.transport.security import Credentials
 

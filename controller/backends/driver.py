@@ -26,9 +26,9 @@ from abc import ABC, abstractmethod
 import grpc
 
 from controller.backends.rundir import RunDir, Snapshots, Timeline, run_meta, snapshot_table, write_stats
+from controller.cli.progress import console, phase
 from controller.experiment import plans
 from controller.experiment.schema import Experiment
-from controller.progress import console, phase
 from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc, peer_pb2
 from node.transport.security import Credentials, aio_channel
 from node.wire import codec

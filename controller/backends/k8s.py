@@ -30,9 +30,9 @@ from controller.backends.base import Runner
 from controller.backends.helm import CHART, helm_values, sweep_values
 from controller.backends.hosting import release_name
 from controller.backends.rundir import RunDir
+from controller.cli.progress import console, phase
 from controller.experiment import plans
 from controller.experiment.schema import Experiment, ExperimentError
-from controller.progress import console, phase
 
 RUN_ID_LABEL = "overlaylab.io/run-id"
 NETEM_LABEL = "overlaylab.io/netem"

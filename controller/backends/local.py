@@ -29,8 +29,8 @@ from controller.backends.base import Runner
 from controller.backends.driver import Driver, http_request
 from controller.backends.hosting import peer_config
 from controller.backends.rundir import RunDir
+from controller.cli.progress import console
 from controller.experiment.schema import Experiment
-from controller.progress import console
 from loadgen.plan import write_load_plan
 from node.transport.security import Credentials, make_pki
 

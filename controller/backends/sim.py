@@ -28,10 +28,10 @@ import pyarrow.parquet as pq
 
 from controller.backends.base import Runner
 from controller.backends.rundir import RunDir, Snapshots, Timeline, run_meta, write_stats
+from controller.cli.progress import console, phase
 from controller.experiment import plans
 from controller.experiment.network import link_model_for_sim
 from controller.experiment.schema import Experiment, ExperimentError, variant_experiment, variant_label
-from controller.progress import console, phase
 from node.kit import create_protocol
 from node.kit.rejoin import core_seed
 from node.kit.types import Descriptor

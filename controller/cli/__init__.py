@@ -1,2 +1,2 @@
-"""``overlaylab``: the command line (``main``), sweeps (``sweep``) and the analytic model against
-simulations (``model``)."""
+"""``overlaylab``: the command line (``main``), sweeps (``sweep``), the analytic model against
+simulations (``model``) and the progress display of long phases (``progress``)."""

@@ -27,10 +27,10 @@ import json
 import sys
 from pathlib import Path
 
+from controller.cli.progress import console
 from controller.experiment.population import ContentWorkload as ContentWorkloadConfig
 from controller.experiment.schema import Experiment, ExperimentError, check_data_files, dump_experiment, experiment_schema, load_experiment
 from controller.experiment.workloads import PlanError
-from controller.progress import console
 from node.kit.plugins import PluginError, load_plugins
 
 

@@ -17,10 +17,10 @@ from collections import Counter
 from pathlib import Path
 
 from analysis import gossip_model
+from controller.cli.progress import console
 from controller.cli.sweep import Point, points, short_names
 from controller.experiment import plans, topology, workloads
 from controller.experiment.schema import Experiment, ExperimentError, load_experiment
-from controller.progress import console
 
 
 def predict(exp: Experiment) -> dict:

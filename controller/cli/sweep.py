@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from controller.cli.progress import console
 from controller.experiment.schema import Experiment, ExperimentError, check_data_files, load_experiment
-from controller.progress import console
 
 COLUMNS = [
     ("hit ratio", ("hit_ratio",)), ("complete", ("complete_event_ratio",)), ("mean hops", ("hops", "mean")),

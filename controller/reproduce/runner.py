@@ -11,8 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from controller.cli.progress import console
 from controller.cli.sweep import run_process
-from controller.progress import console
 from controller.reproduce.claims import Claim, Scale, Verdict
 
 RunKey = tuple[str, tuple[str, ...]]

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from analysis import metrics
 from analysis.crosscheck import compare
 from analysis.jobs import summarize
-from controller import progress
+from controller.cli import progress
 from controller.cli.main import main
 from tests.helpers import cli_run, conformance_experiment, synthetic_run
 

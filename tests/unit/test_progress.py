@@ -1,6 +1,6 @@
 """Progress lines for a long phase off a terminal (a log, CI, nohup)."""
 
-from controller import progress
+from controller.cli import progress
 
 
 def test_a_phase_off_a_terminal_logs_how_far_it_is_at_most_once_per_interval(monkeypatch):
