@@ -16,11 +16,13 @@ parent waits for them and writes ``variants.json``; its own directory holds the 
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 import random
 import shutil
 import signal
 import sys
+import tempfile
 import traceback
 
 import pyarrow as pa
@@ -36,6 +38,7 @@ from node.kit import create_protocol
 from node.kit.rejoin import core_seed
 from node.kit.types import Descriptor
 from node.sim import Simulation, SpanColumns
+from node.sim.check import Diverged, bisect, differences
 from node.sim.engine import paused_gc
 
 SPAN_SCHEMA = pa.schema([
@@ -85,7 +88,8 @@ class _SimRun:
     """One simulated run: the plan's schedule (``plans.schedule``, the one the ``Driver`` of
     the other backends carries out) as entries of the simulator's clock."""
 
-    def __init__(self, exp: Experiment, rd: RunDir) -> None:
+    def __init__(self, exp: Experiment, rd: RunDir, check_twin: bool = False) -> None:
+        """``check_twin``: the compiled loop's run beside a ``sim.engine: check`` run."""
         self.exp, self.rd = exp, rd
         self.plan = plans.render(exp)
         self.child = False  # a forked variant
@@ -94,7 +98,7 @@ class _SimRun:
         self.spans = SpanColumns(sink=self._write_spans)
         self.sim = Simulation(seed=exp.seed, links=link_model_for_sim(self.plan.network, exp.seed),
                               wire_codec=exp.sim.wire_codec, spans=self.spans, validate=exp.sim.check_invariants,
-                              engine=exp.sim.engine)
+                              engine="python" if exp.sim.engine == "check" else exp.sim.engine, unverified_ok=check_twin)
         self.timeline = Timeline(rd)
         self.snapshots = Snapshots(rd)
         self.alive: set[int] = set()
@@ -250,18 +254,24 @@ class _SimRun:
             for k in range(1, int(self.plan.end_s / every) + 1):
                 sim.call_at(k * every, self.settled_snapshot, native_ok=True)
 
+    def start(self) -> None:
+        """The network built and started, the plan scheduled: virtual time 0."""
+        rd, plan, sim = self.rd, self.plan, self.sim
+        rd.write_jsonl("subscriptions.jsonl", ({"node": i, "topics": sorted(t)} for i, t in enumerate(plan.subscriptions)))
+        with paused_gc():
+            for i in range(len(plan.subscriptions)):
+                sim.add_node(self.new_core(i))
+            for i in range(len(plan.subscriptions)):
+                if i not in plan.churn.offline_at_start:
+                    self.join(i, plans.initial_contacts(plan, i), initial=True)
+        self._schedule()
+
     def run(self) -> None:
         exp, rd, plan, sim = self.exp, self.rd, self.plan, self.sim
+        n = len(plan.subscriptions)
+        check = _Check(exp) if exp.sim.engine == "check" else None
         try:
-            rd.write_jsonl("subscriptions.jsonl", ({"node": i, "topics": sorted(t)} for i, t in enumerate(plan.subscriptions)))
-            n = len(plan.subscriptions)
-            with paused_gc():
-                for i in range(n):
-                    sim.add_node(self.new_core(i))
-                for i in range(n):
-                    if i not in plan.churn.offline_at_start:
-                        self.join(i, plans.initial_contacts(plan, i), initial=True)
-            self._schedule()
+            self.start()
             # The network as built (the plan, every core) out of the cyclic garbage collector's
             # reach: its full collections walked it again and again (a tenth of a 10,000-node
             # PolderCast run). Reference counting still frees what is dropped; only cycles among
@@ -273,13 +283,19 @@ class _SimRun:
                 while t < plan.end_s + sim.frozen_s:  # freezes push the schedule later
                     t = min(plan.end_s + sim.frozen_s, t + 1.0)
                     sim.run_until(t)
+                    if check is not None:
+                        check.advance(sim, t)
                     advance(t - sim.frozen_s)
             end_ns = ns(sim.now)
             self.settled_snapshot()
+            if check is not None:
+                check.end(sim)
             sim.sync()
             self.spans.flush()
         finally:
             gc.unfreeze()
+            if check is not None:
+                check.close()
             if self.writer is None and not self.forked:  # a run with no spans
                 self.writer = pq.ParquetWriter(self.rd.traces / "spans.parquet", SPAN_SCHEMA)
             if self.writer is not None:
@@ -290,7 +306,63 @@ class _SimRun:
         rd.write_json("run.json", run_meta(
             exp, rd, started_ns=0, measure_start_ns=ns(exp.phases.warmup_s), ended_ns=end_ns,
             frozen_ns=ns(sim.frozen_s), sim_steps=sim.steps, sim_native_steps=sim.native_steps, sim_native_stale=sim.native_stale,
+            **({"sim_check": check.record()} if check is not None else {}),
             spans=self.spans.count,
             events_planned=len(plan.publications) + plan.skipped_publications, skipped_publications=plan.skipped_publications,
             **plans.manifest(plan),
         ))
+
+
+class _Check:
+    """``sim.engine: check``: the run is the Python cores'; beside it the same run in the
+    compiled loop (in a scratch directory; the loop runs even where the Python code it mirrors
+    changed since it was verified: that is what the check checks) is compared with it every ``sim.check_every_s`` of
+    virtual time and at the end (:mod:`node.sim.check`). At the first difference the interval
+    is bisected and :class:`~node.sim.check.Diverged` raised with the step, the nodes, the
+    fields and both values."""
+
+    def __init__(self, exp: Experiment) -> None:
+        if exp.sim.variants:
+            raise ExperimentError("sim.engine: check does not run with sim.variants")
+        self.exp, self.every_s = exp, exp.sim.check_every_s
+        self.scratch = tempfile.TemporaryDirectory(prefix="overlaylab-check-")
+        self.builds = itertools.count()
+        self.twin = self.build_run("native")
+        self.checked_at, self.checkpoints = 0.0, 0
+
+    def build_run(self, engine: str) -> _SimRun:
+        exp = self.exp.model_copy(update={"sim": self.exp.sim.model_copy(update={"engine": engine})})
+        run = _SimRun(exp, RunDir.create(exp, self.scratch.name, run_id=f"{engine}-{next(self.builds)}"), check_twin=True)
+        run.start()
+        return run
+
+    def build(self, engine: str) -> Simulation:
+        return self.build_run(engine).sim
+
+    def advance(self, sim: Simulation, t: float) -> None:
+        """The twin run to ``t``; compared where a checkpoint is due."""
+        twin = self.twin.sim
+        try:
+            twin.run_until(t)
+        except RuntimeError as e:  # engine native: no compiled loop can take it
+            raise ExperimentError(f"sim.engine: check: {e}") from None
+        if t - self.checked_at >= self.every_s - 1e-9:
+            self.compare(sim, t)
+
+    def compare(self, sim: Simulation, t: float) -> None:
+        self.checkpoints += 1
+        if differences(sim, self.twin.sim):
+            raise Diverged(bisect(self.build, self.checked_at, t))
+        self.checked_at = t
+
+    def end(self, sim: Simulation) -> None:
+        """The twin's last settled snapshot (where the run's was taken), and the last comparison."""
+        self.twin.settled_snapshot()
+        self.compare(sim, sim.now)
+
+    def record(self) -> dict:
+        return {"every_s": self.every_s, "checkpoints": self.checkpoints, "compiled_steps": self.twin.sim.native_steps}
+
+    def close(self) -> None:
+        self.twin.timeline.close()
+        self.scratch.cleanup()

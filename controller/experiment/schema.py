@@ -75,11 +75,16 @@ class Sim(Strict):
     """Encode and decode every simulated message with the real protobuf codec."""
     check_invariants: bool = False
     """Check every core's invariants after each message (slow; for debugging)."""
-    engine: Literal["auto", "native", "python"] = "auto"
-    """Who runs the overlay while only CYCLON runs (a gossip overlay before its first
-    publication): the compiled CYCLON loop (node/sim/native/, built where cargo is present),
-    byte for byte as the Python cores would, or the Python cores. ``auto``: the compiled loop
-    where it can; ``native``: an error where it cannot; ``python``: never the compiled loop (docs/architecture.md, "The compiled CYCLON loop")."""
+    engine: Literal["auto", "native", "python", "check"] = "auto"
+    """Who runs the overlay: a compiled loop (CYCLON, or PolderCast's three layers and RingCast;
+    node/sim/native/, built where cargo is present), byte for byte as the Python cores would, or
+    the Python cores. ``auto``: the compiled loop where it can and where it was verified against
+    the running Python code; ``native``: an error where it cannot; ``python``: never;
+    ``check``: the run is the Python cores', and beside it the compiled loop's is compared
+    with it every ``check_every_s``, failing with the first differing step, node and state
+    (docs/architecture.md, "The compiled loops")."""
+    check_every_s: PositiveFloat = 5.0
+    """``engine: check``: virtual seconds between two comparisons of the two runs."""
     variants: list[dict[str, Any]] = []
     """Dissemination settings to compare on one overlay (e.g. the paper's E3 sweep of fanout and
     shortcut source): the overlay is built once, up to the first publication, and the run then

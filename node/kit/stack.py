@@ -24,6 +24,8 @@ from __future__ import annotations
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from node.kit.types import (
@@ -44,6 +46,35 @@ from node.kit.types import (
     Topic,
 )
 from node.kit.views import DuplicateFilter, PendingReplies, View, youngest
+
+UNORDERED = MappingProxyType({"unordered": True})
+"""A state field's metadata: a mapping whose order nothing reads (compared as sorted)."""
+
+
+@dataclass
+class LayerState:
+    """A layer's state, declared: what a compiled loop takes over and gives back
+    (:mod:`node.sim.native`) and what the divergence check compares (:mod:`node.sim.check`).
+    A layer with more state extends it (``CyclonState``, ``RingsState``); caches are not state.
+    Containers keep their order (a view's order is the order its entries are drawn in) unless
+    the field is marked :data:`UNORDERED`."""
+
+    view: View = field(default_factory=dict)
+    pending: list[tuple[NodeId, Any, float]] = field(default_factory=list)
+    """The replies awaited, (partner, kept, deadline) (:meth:`PendingReplies.entries`)."""
+    late: int = 0
+    """Replies dropped as late or unasked."""
+
+
+@dataclass
+class StackState:
+    """A node's state but its generator (``Stack.rng``), declared as :class:`LayerState` is."""
+
+    me: Descriptor
+    seen: list[str]
+    """The duplicate filter's event ids, the least recent first."""
+    published: int
+    layers: dict[str, LayerState]
 
 
 class _Part:
@@ -109,6 +140,14 @@ class Layer(_Part):
     def snapshot(self) -> list[LayerSnapshot]:
         return [LayerSnapshot(self.name, list(self.view))]
 
+    def export_state(self) -> LayerState:
+        """The layer's state (its own containers, not copies)."""
+        return LayerState(self.view)
+
+    def import_state(self, state: LayerState) -> None:
+        """Take ``state`` (as :meth:`export_state` gives it) as the layer's state."""
+        self.view = state.view
+
     def validate(self) -> None:
         """Check the layer's invariants; raise LocalProtocolError when one is broken."""
         me = self.stack.node_id
@@ -135,6 +174,13 @@ class ExchangeLayer(Layer, ABC):
     @property
     def late_replies(self) -> int:
         return self.pending.late
+
+    def export_state(self) -> LayerState:
+        return LayerState(self.view, self.pending.entries(), self.pending.late)
+
+    def import_state(self, state: LayerState) -> None:
+        self.view = state.view
+        self.pending.restore(state.pending, state.late)
 
     def tick(self, now: float) -> list[Action]:
         for partner, kept in self.pending.prune(now):
@@ -427,6 +473,18 @@ class Stack:
     def snapshot(self) -> NodeSnapshot:
         return NodeSnapshot(self.node_id, sorted(self.me.topics),
                             [s for name in self.view_order for s in self.layers[name].snapshot()])
+
+    def export_state(self) -> StackState:
+        """The node's state but its generator, each layer's by ``Layer.export_state``."""
+        return StackState(self.me, self.seen.ids(), self.published,
+                          {name: layer.export_state() for name, layer in self.layers.items()})
+
+    def import_state(self, state: StackState) -> None:
+        """Take ``state`` (as :meth:`export_state` gives it); the layers named in it only."""
+        self.me, self.published = state.me, state.published
+        self.seen.restore(state.seen)
+        for name, layer_state in state.layers.items():
+            self.layers[name].import_state(layer_state)
 
     def validate(self) -> None:
         """Check every layer's and the rule's invariants; raise LocalProtocolError if broken."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
+from collections.abc import Iterable
 from typing import Generic, TypeVar
 
 from node.kit.types import Descriptor, NodeId
@@ -69,6 +70,15 @@ class PendingReplies(Generic[T]):
     def __len__(self) -> int:
         return len(self._due)
 
+    def entries(self) -> list[tuple[NodeId, T, float]]:
+        """The awaited replies as (partner, kept, deadline), in the order they were asked."""
+        return [(partner, kept, due) for partner, (kept, due) in self._due.items()]
+
+    def restore(self, entries: list[tuple[NodeId, T, float]], late: int) -> None:
+        """Await exactly ``entries`` (as :meth:`entries` gives them), with ``late`` counted."""
+        self._due = {partner: (kept, due) for partner, kept, due in entries}
+        self.late = late
+
 
 class DuplicateFilter:
     """The event ids a node has seen, the ``capacity`` most recent (LRU)."""
@@ -87,3 +97,11 @@ class DuplicateFilter:
         self._seen[event_id] = None
         if len(self._seen) > self.capacity:
             self._seen.popitem(last=False)
+
+    def ids(self) -> list[str]:
+        """The ids remembered, the least recent first."""
+        return list(self._seen)
+
+    def restore(self, ids: Iterable[str]) -> None:
+        """Remember exactly ``ids`` (the least recent first)."""
+        self._seen = OrderedDict.fromkeys(ids)

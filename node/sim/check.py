@@ -1,12 +1,15 @@
 """The divergence check: a simulation in a compiled loop against the same one in the Python
 cores, down to the first virtual time at which their states differ.
 
-:func:`first_divergence` builds the simulation twice per checkpoint (``build(engine)``), runs
-both to the checkpoint (the compiled one handed back), and compares every node's state: each
-layer's views in order with ages, reserves, pending replies, and the node's random state. Where
-they first differ it bisects in virtual time down to ``resolution`` and reports the time, the
-step, each differing node with the fields that differ (Python's value and the loop's), and the
-entries the Python run had due in that last interval: the timer or message that diverged.
+Both runs advance side by side to checkpoints; at each, the compiled loop hands its run back
+(``Simulation.sync``), every node's declared state is compared (``Stack.export_state``: each
+layer's view in order with ages, reserve, ring slots, pending replies; the duplicate filter,
+the profile, the generator; whether the node is alive), and the loop takes the run again
+(``Simulation.resume_native``). Where a checkpoint differs, the interval since the last equal
+one is bisected (each probe a run from the start) down to ``resolution``, and the report gives
+the time, the step, each differing node with the fields that differ (Python's value and the
+loop's), and the entries the Python run had due in that last interval: the timer or message
+that diverged. ``sim.engine: check`` runs an experiment this way (controller/backends/sim.py);
 tests/unit/test_native.py uses it, so that a failure reads as a bug report.
 """
 
@@ -14,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from node.kit.types import Descriptor
@@ -33,23 +36,32 @@ def _entry(at: float, kind: int, data: Any) -> str:
 
 
 def _plain(x: Any) -> Any:
-    """A state value as plain data: descriptors as (node, age), containers in their order."""
+    """A state value as plain data: descriptors as (node, age), a view as its descriptors,
+    containers in their order."""
     if isinstance(x, Descriptor):
         return (x.node_id, x.age)
     if isinstance(x, dict):
+        if all(isinstance(v, Descriptor) and v.node_id == k for k, v in x.items()):  # a view
+            return [_plain(v) for v in x.values()]
         return [(k, _plain(v)) for k, v in x.items()]
+    if isinstance(x, (set, frozenset)):
+        return sorted(x)
     if isinstance(x, (list, tuple)):
         return [_plain(v) for v in x]
-    if hasattr(x, "__dict__") and not isinstance(x, type):
-        return {k: _plain(v) for k, v in vars(x).items() if k not in ("stack", "config")}
     return x
 
 
 def node_state(sim: Simulation, i: int) -> dict[str, Any]:
-    """Node ``i``'s state as the check compares it (after ``sim.sync()``)."""
+    """Node ``i``'s declared state as the check compares it (after ``sim.sync()``)."""
     core = sim.nodes[i]
-    out: dict[str, Any] = {f"{name}.{k}": _plain(v) for name, layer in core.layers.items()
-                           for k, v in vars(layer).items() if k not in ("stack", "config")}
+    state = core.export_state()
+    me = state.me
+    out: dict[str, Any] = {"me": (me.node_id, me.addr, sorted(me.topics), sorted(me.priorities)),
+                           "seen": state.seen, "published": state.published}
+    for name, layer in state.layers.items():
+        for f in fields(layer):
+            value = _plain(getattr(layer, f.name))
+            out[f"{name}.{f.name}"] = sorted(value) if f.metadata.get("unordered") else value
     out["rng"] = hashlib.sha256(repr(core.rng.getstate()).encode()).hexdigest()[:12]
     out["alive"] = i in sim.alive
     return out
@@ -70,49 +82,69 @@ class Divergence:
 
     def __str__(self) -> str:
         lines = [f"first divergence at t = {self.time_s:.6f} s (step {self.steps}); due then: {', '.join(self.due)}"]
-        for node, fields in sorted(self.nodes.items())[:5]:
-            for name, (py, native) in fields.items():
+        for node, diff in sorted(self.nodes.items())[:5]:
+            for name, (py, native) in diff.items():
                 lines.append(f"  node {node} {name}: python {py!r} != compiled {native!r}")
+        if len(self.nodes) > 5:
+            lines.append(f"  and {len(self.nodes) - 5} more nodes")
         return "\n".join(lines)
 
 
-def _run(build: Callable[[str], Simulation], engine: str, t: float) -> Simulation:
-    sim = build(engine)
-    sim.run_until(t)
-    sim.sync()
-    return sim
+class Diverged(RuntimeError):
+    """The compiled loop's run differs from the Python cores' (``sim.engine: check``)."""
+
+    def __init__(self, divergence: Divergence) -> None:
+        super().__init__(f"the compiled loop diverges from the Python cores: {divergence}")
+        self.divergence = divergence
 
 
-def _differences(py: Simulation, native: Simulation) -> dict[int, dict[str, tuple[Any, Any]]]:
+def differences(py: Simulation, native: Simulation) -> dict[int, dict[str, tuple[Any, Any]]]:
+    """Per node, the fields whose values differ: (Python's, the compiled loop's). Hands the
+    compiled run back to compare and lets it take the run again after."""
+    py.sync()
+    native.sync()
     out: dict[int, dict[str, tuple[Any, Any]]] = {}
     for i in sorted(set(py.nodes) | set(native.nodes)):
         a, b = node_state(py, i), node_state(native, i)
-        fields = {k: (a.get(k), b.get(k)) for k in a.keys() | b.keys() if a.get(k) != b.get(k)}
-        if fields:
-            out[i] = fields
+        diff = {k: (a.get(k), b.get(k)) for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)}
+        if diff:
+            out[i] = diff
+    native.resume_native()
     return out
+
+
+def bisect(build: Callable[[str], Simulation], lo: float, hi: float, resolution: float = 1e-3) -> Divergence:
+    """The divergence between ``lo`` (equal) and ``hi`` (differing), narrowed to ``resolution``
+    by runs from the start (``build(engine)`` makes one)."""
+
+    def run(engine: str, t: float) -> Simulation:
+        sim = build(engine)
+        sim.run_until(t)
+        return sim
+
+    while hi - lo > resolution:
+        mid = (lo + hi) / 2
+        if differences(run("python", mid), run("native", mid)):
+            hi = mid
+        else:
+            lo = mid
+    before = run("python", lo)
+    due = [_entry(at, kind, data) for at, _, kind, data in sorted(before.queue, key=lambda e: e[:2]) if lo < at <= hi]
+    py = run("python", hi)
+    return Divergence(hi, py.steps, differences(py, run("native", hi)), due)
 
 
 def first_divergence(build: Callable[[str], Simulation], t_end: float, every_s: float = 1.0,
                      resolution: float = 1e-3) -> Divergence | None:
     """The first divergence of ``build("native")`` from ``build("python")`` up to ``t_end``
-    (checkpoints every ``every_s``, then bisection to ``resolution``), or None."""
-    lo, hi = 0.0, None
-    t = every_s
-    while t <= t_end + 1e-9:
-        if _differences(_run(build, "python", t), _run(build, "native", t)):
-            hi = t
-            break
+    (side by side, compared every ``every_s``; then bisected to ``resolution``), or None."""
+    py, native = build("python"), build("native")
+    lo, t = 0.0, every_s
+    while lo < t_end:
+        t = min(t, t_end)
+        py.run_until(t)
+        native.run_until(t)
+        if differences(py, native):
+            return bisect(build, lo, t, resolution)
         lo, t = t, t + every_s
-    if hi is None:
-        return None
-    while hi - lo > resolution:
-        mid = (lo + hi) / 2
-        if _differences(_run(build, "python", mid), _run(build, "native", mid)):
-            hi = mid
-        else:
-            lo = mid
-    before = _run(build, "python", lo)
-    due = [_entry(at, kind, data) for at, _, kind, data in sorted(before._queue, key=lambda e: e[:2]) if lo < at <= hi]
-    py = _run(build, "python", hi)
-    return Divergence(hi, py.steps, _differences(py, _run(build, "native", hi)), due)
+    return None

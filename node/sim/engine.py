@@ -96,6 +96,7 @@ class Simulation:
         spans: SpanColumns | None = None,
         validate: bool = False,
         engine: str = "python",
+        unverified_ok: bool = False,
     ) -> None:
         self.now = 0.0
         self.nodes: dict[int, Stack] = {}
@@ -108,10 +109,10 @@ class Simulation:
         self.shared: dict = {}
         """Handed to every core this simulation builds (``create_protocol``'s ``shared``)."""
         self._seed = seed
-        self._queue: list[tuple] = []
-        self._seq = 0
-        self._timers: dict[tuple[int, str], float] = {}
-        self._span_seq = 0
+        self.queue: list[tuple] = []
+        self.seq = 0
+        self.timers: dict[tuple[int, str], float] = {}
+        self.span_seq = 0
         self._trace_ids: dict[str, str] = {}
         self._event_spans: dict[int, EventSpans] = {}
         self.steps = 0
@@ -123,6 +124,9 @@ class Simulation:
         """A compiled loop (CYCLON or PolderCast, :mod:`node.sim.native`) takes the run over at its
         start: ``auto`` where it can, ``native`` the same but an error where it cannot; ``python``
         never."""
+        self.unverified_ok = unverified_ok
+        """A compiled loop may run whatever Python code it was verified against (the divergence
+        check's own run: what it checks is whether the loop still matches)."""
         self.native_steps = 0
         """Steps the compiled loop ran."""
         self.native_stale: str | None = None
@@ -156,8 +160,8 @@ class Simulation:
         if graceful and node_id in self.alive:
             self._execute(node_id, self.nodes[node_id].leave(self.now), None)
         self.alive.discard(node_id)
-        for key in [k for k in self._timers if k[0] == node_id]:
-            del self._timers[key]
+        for key in [k for k in self.timers if k[0] == node_id]:
+            del self.timers[key]
 
     def publish(self, node_id: int, topic: str, payload: bytes) -> None:
         if self._native is not None and self._native.publishes:
@@ -199,7 +203,7 @@ class Simulation:
     def _run_python_until(self, t_end: float, max_steps: int) -> bool:
         """``run_until`` in the Python cores; True where a compiled loop took the run over on
         the way (after a scheduled call)."""
-        q = self._queue
+        q = self.queue
         while q and q[0][0] <= t_end:
             if self.steps >= max_steps:
                 raise RuntimeError(f"simulation exceeded {max_steps} steps at t={self.now:.3f}s")
@@ -210,8 +214,8 @@ class Simulation:
                 self._deliver(*data)
             elif kind == _TIMER:
                 node_id, name = data
-                if self._timers.get((node_id, name)) == at and node_id in self.alive:
-                    del self._timers[(node_id, name)]
+                if self.timers.get((node_id, name)) == at and node_id in self.alive:
+                    del self.timers[(node_id, name)]
                     self._execute(node_id, self.nodes[node_id].on_timer(name, at), None)
                     if self.validate:
                         self.nodes[node_id].validate()
@@ -236,25 +240,25 @@ class Simulation:
                 self._follow_native()
                 return
             fn = _nothing  # called already: what it sent is in the queue, and only messages
-        held = [e for e in self._queue if e[2] != _MSG]
+        held = [e for e in self.queue if e[2] != _MSG]
         # In place: run_until may be iterating this very list (fn runs from a scheduled call).
-        self._queue[:] = [e for e in self._queue if e[2] == _MSG]
-        heapq.heapify(self._queue)
+        self.queue[:] = [e for e in self.queue if e[2] == _MSG]
+        heapq.heapify(self.queue)
         start = self.now
         fn()
-        while self._queue:
+        while self.queue:
             if self.steps >= max_steps:
                 raise RuntimeError(f"frozen dissemination exceeded {max_steps} steps")
             self.steps += 1
-            at, _, kind, data = heapq.heappop(self._queue)
+            at, _, kind, data = heapq.heappop(self.queue)
             self.now = at
             self._deliver(*data)
         shift = self.now - start
         self.frozen_s += shift
         for at, seq, kind, data in held:
-            if kind == _TIMER and self._timers.get(data) == at:
-                self._timers[data] = at + shift
-            heapq.heappush(self._queue, (at + shift, seq, kind, data))
+            if kind == _TIMER and self.timers.get(data) == at:
+                self.timers[data] = at + shift
+            heapq.heappush(self.queue, (at + shift, seq, kind, data))
 
     def settle(self) -> None:
         """``run_frozen`` with nothing to call: the exchanges in flight finish, timers held."""
@@ -287,6 +291,12 @@ class Simulation:
                 self._native.give_back()
             self._native = None
 
+    def resume_native(self) -> None:
+        """After a ``sync`` that only looked (the divergence check, :mod:`node.sim.check`): let a
+        compiled loop take the run over again, as after a scheduled call."""
+        if self._native is None and self.engine_mode != "python":
+            self._try_native(again=True)
+
     def _follow_native(self) -> None:
         """The clocks, and the spans, after the compiled loop has run."""
         engine = self._native.engine
@@ -306,7 +316,7 @@ class Simulation:
         if again:
             self._native_retry_at = self.now + NATIVE_QUIET_S
             soon = self.now + NATIVE_QUIET_S
-            if any(kind == _CALL and not data[1] and at < soon for at, _, kind, data in self._queue):
+            if any(kind == _CALL and not data[1] and at < soon for at, _, kind, data in self.queue):
                 return
         loop, reason = accelerator_for(self)
         if reason is not None and STALE in reason and self.native_stale is None:
@@ -322,8 +332,8 @@ class Simulation:
     # --- internals --------------------------------------------------------------------------
 
     def _push(self, at: float, kind: int, data) -> None:
-        self._seq += 1
-        heapq.heappush(self._queue, (at, self._seq, kind, data))
+        self.seq += 1
+        heapq.heappush(self.queue, (at, self.seq, kind, data))
 
     def _deliver(self, src: int, dst: int, msg, parent_span: str | None) -> None:
         if dst not in self.alive:
@@ -367,13 +377,13 @@ class Simulation:
         self._push(self.now + delay, _MSG, (node, a.dst, msg, span))
 
     def set_timer(self, node: int, name: str, at: float) -> None:
-        self._timers[(node, name)] = at
+        self.timers[(node, name)] = at
         self._push(at, _TIMER, (node, name))
 
     def span(self, r: SpanRecord, parent: str | None) -> str:
         e = r.event
-        self._span_seq += 1
-        span_id = f"{self._span_seq:016x}"
+        self.span_seq += 1
+        span_id = f"{self.span_seq:016x}"
         self.spans.add(self.trace_id(e.event_id), span_id, parent, r.name, round(self.now * 1e9), r.node, r.src,
                        e.event_id, e.topic, e.hops, r.first_copy, r.subscriber)
         return span_id

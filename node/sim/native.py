@@ -30,7 +30,7 @@ import heapq
 import itertools
 import os
 import random
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -38,13 +38,13 @@ import pyarrow as pa
 
 from node.kit.interpret import DROPPED_BY_LINK, DUPLICATES, EVENTS_PUBLISHED, EVENTS_RECEIVED, EVENTS_SENT, LOST_TO_DEAD_PEER, sent_keys
 from node.kit.links import FixedDelay
-from node.kit.stack import Stack
+from node.kit.stack import LayerState, Stack, StackState
 from node.kit.types import Descriptor, EventMsg, Gossip, LayerSnapshot, NodeSnapshot
-from node.protocols.cyclon.layer import LAYER, Cyclon
+from node.protocols.cyclon.layer import LAYER, Cyclon, CyclonState
 from node.protocols.gossip.protocol import InterestGossip
 from node.protocols.poldercast.ringcast import SHORTCUT_LAYERS, RingCast
 from node.protocols.poldercast.rings import LAYER as RINGS
-from node.protocols.poldercast.rings import Rings
+from node.protocols.poldercast.rings import Rings, RingsState
 from node.protocols.poldercast.vicinity import LAYER as VICINITY
 from node.protocols.poldercast.vicinity import Vicinity
 from node.sim import mirror
@@ -88,7 +88,7 @@ def loop_for(sim: Simulation) -> tuple[type[NativeCyclon] | type[NativePolderCas
         reason = _unsupported_poldercast(sim)
     else:
         return None, f"node {first.node_id} is neither a CYCLON nor a PolderCast node"
-    if reason is None:
+    if reason is None and not sim.unverified_ok:
         reason = unverified(loop.kind)
     return (loop, None) if reason is None else (None, reason)
 
@@ -140,9 +140,9 @@ def _unsupported_cyclon(sim: Simulation) -> str | None:
             first = config
         elif config != first:
             return "the nodes' CYCLON configs differ"
-    if any(name != LAYER for _, name in sim._timers):
+    if any(name != LAYER for _, name in sim.timers):
         return "a timer other than CYCLON's is set"
-    for _, _, kind, data in sim._queue:
+    for _, _, kind, data in sim.queue:
         if kind == _MSG and (type(data[2]) is not Gossip or data[2].layer != LAYER or data[2].recent or data[3] is not None):
             return "a message other than a CYCLON shuffle is in flight"
     return None
@@ -159,8 +159,8 @@ class _Loop:
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
         self.calls: dict[int, tuple[Any, bool]] = {}
-        self._rng_versions: dict[int, tuple[int, Any]] = {}
-        self._handles = itertools.count()
+        self.rng_versions: dict[int, tuple[int, Any]] = {}
+        self.handles = itertools.count()
 
     def publish(self, i: int, topic: str, payload: bytes) -> None:
         raise NotImplementedError("publications are run by the Python cores")
@@ -172,50 +172,50 @@ class _Loop:
     def take_spans(self) -> None:
         """Move the spans the loop recorded into the simulation's (none by default)."""
 
-    def _link(self) -> tuple[tuple[float, float, float, bool], list[int]]:
+    def link(self) -> tuple[tuple[float, float, float, bool], list[int]]:
         """The link (delay_ms with the constant base folded in, jitter_ms, loss, partitioned) and
         its random state's words."""
         sim = self.sim
         rule = sim.links.rules[-1] if sim.links.rules else None
         base = sim.links.base.ms if sim.links.base is not None else 0.0
-        self._link_version, words, self._link_gauss = sim.links.rng.getstate()
+        self.link_version, words, self.link_gauss = sim.links.rng.getstate()
         link = ((rule.delay_ms if rule else 0.0) + base, rule.jitter_ms if rule else 0.0, rule.loss if rule else 0.0,
                 bool(rule and rule.partitioned))
         return link, list(words)
 
-    def _rng_words(self, i: int) -> list[int]:
+    def rng_words(self, i: int) -> list[int]:
         version, words, gauss = self.sim.nodes[i].rng.getstate()
-        self._rng_versions[i] = (version, gauss)
+        self.rng_versions[i] = (version, gauss)
         return list(words)
 
-    def _rng(self, i: int, words: list[int]) -> random.Random:
-        version, gauss = self._rng_versions[i]
+    def rng(self, i: int, words: list[int]) -> random.Random:
+        version, gauss = self.rng_versions[i]
         rng = random.Random(0)  # its state set next
         rng.setstate((version, tuple(words), gauss))
         return rng
 
-    def _put_call(self, at: float, seq: int, call: tuple[Any, bool]) -> None:
-        handle = next(self._handles)
+    def put_call(self, at: float, seq: int, call: tuple[Any, bool]) -> None:
+        handle = next(self.handles)
         self.calls[handle] = call
         self.engine.put_call(at, seq, handle)
 
     def call_at(self, at: float, fn, native_ok: bool) -> None:
-        handle = next(self._handles)
+        handle = next(self.handles)
         self.calls[handle] = (fn, native_ok)
         self.engine.call_at(at, handle)
 
-    def _set_timer(self, i: int, name: str, at: float | None) -> None:
+    def set_timer(self, i: int, name: str, at: float | None) -> None:
         if at is None:
-            self.sim._timers.pop((i, name), None)
+            self.sim.timers.pop((i, name), None)
         else:
-            self.sim._timers[(i, name)] = at
+            self.sim.timers[(i, name)] = at
 
-    def _give_back_clocks(self, queue: list[tuple]) -> None:
+    def give_back_clocks(self, queue: list[tuple]) -> None:
         sim, engine = self.sim, self.engine
         heapq.heapify(queue)
-        sim._queue[:] = queue
-        sim.links.rng.setstate((self._link_version, tuple(engine.link_rng()), self._link_gauss))
-        sim.now, sim.steps, sim._seq, sim.frozen_s = engine.now, engine.steps, engine.seq, engine.frozen_s
+        sim.queue[:] = queue
+        sim.links.rng.setstate((self.link_version, tuple(engine.link_rng()), self.link_gauss))
+        sim.now, sim.steps, sim.seq, sim.frozen_s = engine.now, engine.steps, engine.seq, engine.frozen_s
 
 
 class NativeCyclon(_Loop):
@@ -226,21 +226,21 @@ class NativeCyclon(_Loop):
 
     def __init__(self, sim: Simulation) -> None:
         super().__init__(sim)
-        self._templates: dict[tuple, int] = {}
+        self.templates: dict[tuple, int] = {}
         """Template number by profile (id, address, topics, priorities)."""
-        self._descriptors: list[Descriptor] = []
+        self.descriptors: list[Descriptor] = []
         """The templates: each profile at age 0."""
 
-    def _tpl(self, d: Descriptor) -> int:
+    def tpl(self, d: Descriptor) -> int:
         key = (d.node_id, d.addr, d.topics, d.priorities)
-        t = self._templates.get(key)
+        t = self.templates.get(key)
         if t is None:
-            t = self._templates[key] = len(self._descriptors)
-            self._descriptors.append(d.aged(0))
+            t = self.templates[key] = len(self.descriptors)
+            self.descriptors.append(d.aged(0))
         return t
 
-    def _entries(self, ds) -> list[tuple[int, int]]:
-        return [(self._tpl(d), d.age) for d in ds]
+    def entries(self, ds) -> list[tuple[int, int]]:
+        return [(self.tpl(d), d.age) for d in ds]
 
     def take(self) -> None:
         """Move the simulation's state into a new engine. The Python cores keep their
@@ -249,7 +249,7 @@ class NativeCyclon(_Loop):
         sim = self.sim
         nodes = sorted(sim.nodes)
         some = sim.nodes[nodes[0]].layers[LAYER]
-        link, words = self._link()
+        link, words = self.link()
         engine = self.engine = overlaylab_native.Engine(
             max(nodes) + 1, some.config.view_size, some.config.shuffle_length, some.pending.timeout_s, some.period,
             some.config.refill, codec.layer_bytes(LAYER), *link, words)
@@ -257,31 +257,34 @@ class NativeCyclon(_Loop):
         for i in nodes:
             core = sim.nodes[i]
             layer = core.layers[LAYER]
-            state = (self._tpl(core.me), i in sim.alive, self._entries(layer.view.values()),
-                     self._entries(layer.reserve.values()),
-                     [(p, due, list(kept)) for p, (kept, due) in layer.pending._due.items()],
-                     layer.pending.late, self._rng_words(i), sim._timers.get((i, LAYER)))
-            sent = self._add_templates(sent)
+            cyclon = layer.export_state()
+            assert isinstance(cyclon, CyclonState)
+            state = (self.tpl(core.me), i in sim.alive, self.entries(cyclon.view.values()),
+                     self.entries(cyclon.reserve.values()),
+                     [(p, due, list(kept)) for p, kept, due in cyclon.pending], cyclon.late,
+                     self.rng_words(i), sim.timers.get((i, LAYER)))
+            sent = self.add_templates(sent)
             engine.add_node(i, *state)
-            layer.view, layer.reserve, layer.pending._due, core.rng = {}, {}, {}, None
-        for at, seq, kind, data in sim._queue:
+            layer.import_state(CyclonState())
+            core.rng = None
+        for at, seq, kind, data in sim.queue:
             if kind == _TIMER:
                 engine.put_timer(at, seq, data[0])
             elif kind == _MSG:
                 src, dst, msg, _ = data
-                entry = (src, dst, msg.reply, self._tpl(msg.sender), self._entries(msg.entries))
-                sent = self._add_templates(sent)
+                entry = (src, dst, msg.reply, self.tpl(msg.sender), self.entries(msg.entries))
+                sent = self.add_templates(sent)
                 engine.put_msg(at, seq, *entry)
             else:
-                self._put_call(at, seq, data)
-        sim._queue.clear()
-        engine.set_clock(sim.now, sim.steps, sim._seq, sim.frozen_s)
+                self.put_call(at, seq, data)
+        sim.queue.clear()
+        engine.set_clock(sim.now, sim.steps, sim.seq, sim.frozen_s)
 
-    def _add_templates(self, sent: int) -> int:
-        new = self._descriptors[sent:]
+    def add_templates(self, sent: int) -> int:
+        new = self.descriptors[sent:]
         if new:
             self.engine.add_templates([d.node_id for d in new], [codec.profile_size(d) for d in new])
-        return len(self._descriptors)
+        return len(self.descriptors)
 
     def snapshot(self, i: int) -> NodeSnapshot:
         core = self.sim.nodes[i]
@@ -289,19 +292,17 @@ class NativeCyclon(_Loop):
 
     def give_back(self) -> None:
         """Write every state back into the simulation's Python objects."""
-        sim, engine, desc = self.sim, self.engine, self._descriptors
+        sim, engine, desc = self.sim, self.engine, self.descriptors
         for i, core in sim.nodes.items():
             view, reserve, pending, late, words, timer, counts = engine.take_node(i)
-            layer = core.layers[LAYER]
-            layer.view = {desc[t].node_id: desc[t].aged(age) for t, age in view}
-            layer.reserve = {desc[t].node_id: desc[t].aged(age) for t, age in reserve}
-            layer.pending._due = {p: (tuple(kept), due) for p, due, kept in pending}
-            layer.pending.late = late
-            core.rng = self._rng(i, words)
+            core.layers[LAYER].import_state(CyclonState(
+                {desc[t].node_id: desc[t].aged(age) for t, age in view}, [(p, tuple(kept), due) for p, due, kept in pending],
+                late, {desc[t].node_id: desc[t].aged(age) for t, age in reserve}))
+            core.rng = self.rng(i, words)
             stats: Counter = sim.stats[i]
             for key, n in counts:
                 stats[_COUNTERS[key]] += n
-            self._set_timer(i, LAYER, timer)
+            self.set_timer(i, LAYER, timer)
         queue = []
         for at, seq, kind, data in engine.queue():
             if kind == _TIMER:
@@ -312,7 +313,7 @@ class NativeCyclon(_Loop):
             else:
                 data = self.calls[data]
             queue.append((at, seq, kind, data))
-        self._give_back_clocks(queue)
+        self.give_back_clocks(queue)
 
 
 def _unsupported_poldercast(sim: Simulation) -> str | None:
@@ -346,9 +347,9 @@ def _unsupported_poldercast(sim: Simulation) -> str | None:
         for d in (*cyclon.view.values(), *cyclon.reserve.values(), *vicinity.view.values(), *rings.view.values()):
             if (reason := foreign(d)) is not None:
                 return reason
-    if any(name not in POLDERCAST_LAYERS for _, name in sim._timers):
+    if any(name not in POLDERCAST_LAYERS for _, name in sim.timers):
         return "a timer other than the PolderCast layers' is set"
-    for _, _, kind, data in sim._queue:
+    for _, _, kind, data in sim.queue:
         if kind != _MSG:
             continue
         msg = data[2]
@@ -394,25 +395,25 @@ class NativePolderCast(_Loop):
 
     def __init__(self, sim: Simulation) -> None:
         super().__init__(sim)
-        self._topics: list = []
-        self._handed: dict[tuple[int, int], tuple[int, Any]] = {}
+        self.topics: list = []
+        self.handed: dict[tuple[int, int], tuple[int, Any]] = {}
         """Profile number by (node, id of its priorities), holding the priorities."""
-        self._events: list[EventMsg | None] = []
+        self.events: list[EventMsg | None] = []
         """By event number: the event published in the loop (None: one handed in, in a
-        duplicate filter); ``_event_ids`` holds every id."""
-        self._event_ids: list[str] = []
+        duplicate filter); ``event_ids`` holds every id."""
+        self.event_ids: list[str] = []
 
-    def _profile(self, d: Descriptor) -> int:
+    def profile(self, d: Descriptor) -> int:
         key = (d.node_id, id(d.priorities))
-        hit = self._handed.get(key)
+        hit = self.handed.get(key)
         if hit is None:
-            number = self._number
-            hit = self._handed[key] = (self.engine.add_profile(d.node_id, [(number[t], p) for t, p in d.priorities]),
+            number = self.number
+            hit = self.handed[key] = (self.engine.add_profile(d.node_id, [(number[t], p) for t, p in d.priorities]),
                                        d.priorities)
         return hit[0]
 
-    def _entries(self, ds) -> list[tuple[int, int]]:
-        return [(self._profile(d), d.age) for d in ds]
+    def entries(self, ds) -> list[tuple[int, int]]:
+        return [(self.profile(d), d.age) for d in ds]
 
     def take(self) -> None:
         """Move the simulation's state into a new engine. The Python cores keep their configs
@@ -424,12 +425,12 @@ class NativePolderCast(_Loop):
         cyclon, vicinity, rings = layers = tuple(some.layers[name] for name in POLDERCAST_LAYERS)
         # topics numbered the most subscribed first (the loop's bitset tests stay in few words)
         subscribers = Counter(t for core in sim.nodes.values() for t in core.me.topics)
-        self._topics = sorted(subscribers, key=lambda t: (-subscribers[t], t))
-        number = self._number = {t: k for k, t in enumerate(self._topics)}
+        self.topics = sorted(subscribers, key=lambda t: (-subscribers[t], t))
+        number = self.number = {t: k for k, t in enumerate(self.topics)}
         by_name = {t: k for k, t in enumerate(sorted(subscribers))}
-        link, words = self._link()
+        link, words = self.link()
         engine = self.engine = overlaylab_native.PolderEngine(
-            max(nodes) + 1, len(self._topics),
+            max(nodes) + 1, len(self.topics),
             (cyclon.config.view_size, cyclon.config.shuffle_length, vicinity.view_size, vicinity.gossip_size,
              rings.ring_size, rings.gossip_size),
             cyclon.config.refill, [layer.period for layer in layers], [layer.pending.timeout_s for layer in layers],
@@ -437,65 +438,64 @@ class NativePolderCast(_Loop):
             (vicinity.priority_mode == "max", rings.removal == "on_timeout", rings.selection == "nearest_first"),
             (some.config.fanout, tuple(name in SHORTCUT_LAYERS[some.config.shortcut_source] for name in (LAYER, VICINITY)),
              some.seen.capacity),
-            link, words, [codec.priority_topic_bytes(t) for t in self._topics], [by_name[t] for t in self._topics])
+            link, words, [codec.priority_topic_bytes(t) for t in self.topics], [by_name[t] for t in self.topics])
+        states = {i: sim.nodes[i].export_state() for i in nodes}
         seen: dict[str, int] = {}
-        for core in sim.nodes.values():
-            seen.update((e, len(seen)) for e in core.seen._seen if e not in seen)
-        self._event_ids = list(seen)
-        self._events = [None] * len(seen)
+        for state in states.values():
+            seen.update((e, len(seen)) for e in state.seen if e not in seen)
+        self.event_ids = list(seen)
+        self.events = [None] * len(seen)
         engine.add_events([0] * len(seen))  # their topics are never read: none is in flight
         for i in nodes:
             me = sim.nodes[i].me
             engine.set_topics(i, sorted(number[t] for t in me.topics), rings.ids[i],
                               codec.profile_size(Descriptor(i, me.addr, me.topics)))
         for i in nodes:
-            core = sim.nodes[i]
-            cyclon, vicinity, rings = layers = tuple(core.layers[name] for name in POLDERCAST_LAYERS)
-            mine = core.me.topics
+            core, state = sim.nodes[i], states[i]
+            cyclon, vicinity, rings = (state.layers[name] for name in POLDERCAST_LAYERS)
+            assert isinstance(cyclon, CyclonState) and isinstance(rings, RingsState)
+            mine = state.me.topics
             engine.add_node(
-                i, self._profile(core.me), i in sim.alive, self._rng_words(i),
-                [sim._timers.get((i, name)) for name in POLDERCAST_LAYERS], [layer.pending.late for layer in layers],
-                (self._entries(cyclon.view.values()), self._entries(cyclon.reserve.values()),
-                 [(p, due, list(kept)) for p, (kept, due) in cyclon.pending._due.items()]),
-                (self._entries(vicinity.view.values()), [(p, due) for p, (_, due) in vicinity.pending._due.items()]),
-                (self._entries(rings.view.values()),
+                i, self.profile(state.me), i in sim.alive, self.rng_words(i),
+                [sim.timers.get((i, name)) for name in POLDERCAST_LAYERS], [cyclon.late, vicinity.late, rings.late],
+                (self.entries(cyclon.view.values()), self.entries(cyclon.reserve.values()),
+                 [(p, due, list(kept)) for p, kept, due in cyclon.pending]),
+                (self.entries(vicinity.view.values()), [(p, due) for p, _, due in vicinity.pending]),
+                (self.entries(rings.view.values()),
                  [(number[t], succ, rings.pred[t]) for t, succ in rings.succ.items()],
-                 [number[t] for t in rings._holes if t in mine], [(number[t], p) for t, p in rings._prio.items()],
-                 list(rings._considered), [(p, due, bool(kept)) for p, (kept, due) in rings.pending._due.items()]),
-                ([seen[e] for e in core.seen._seen], core.published))
-            cyclon.view, cyclon.reserve, vicinity.view, rings.view = {}, {}, {}, {}
-            core.seen._seen = OrderedDict()
-            rings.succ, rings.pred, rings._holes, rings._prio, rings._considered = {}, {}, set(), {}, {}
-            for layer in layers:
-                layer.pending._due = {}
+                 [number[t] for t in rings.holes if t in mine], [(number[t], p) for t, p in rings.prio.items()],
+                 list(rings.considered), [(p, due, bool(kept)) for p, kept, due in rings.pending]),
+                ([seen[e] for e in state.seen], state.published))
+            core.import_state(StackState(state.me, [], state.published,
+                                         {LAYER: CyclonState(), VICINITY: LayerState(), RINGS: RingsState()}))
             core.rng = None
-        for at, seq, kind, data in sim._queue:
+        for at, seq, kind, data in sim.queue:
             if kind == _TIMER:
                 engine.put_timer(at, seq, data[0], POLDERCAST_LAYERS.index(data[1]))
             elif kind == _MSG:
                 src, dst, msg, _ = data
                 engine.put_msg(at, seq, src, dst, POLDERCAST_LAYERS.index(msg.layer), msg.reply,
-                               (self._profile(msg.sender), msg.sender.age), self._entries(msg.entries))
+                               (self.profile(msg.sender), msg.sender.age), self.entries(msg.entries))
             else:
-                self._put_call(at, seq, data)
-        sim._queue.clear()
-        self._handed.clear()
+                self.put_call(at, seq, data)
+        sim.queue.clear()
+        self.handed.clear()
         engine.forget_handed_in()
-        engine.set_clock(sim.now, sim.steps, sim._seq, sim.frozen_s, sim._span_seq)
+        engine.set_clock(sim.now, sim.steps, sim.seq, sim.frozen_s, sim.span_seq)
 
     def publish(self, i: int, topic: str, payload: bytes) -> None:
         """``Simulation.publish`` on an alive node, in the loop."""
         core = self.sim.nodes[i]
         core.rule.check_publish(topic)  # the loop's profiles are the cores' (topics never change)
-        number, published = self.engine.publish(i, self._number[topic])
+        number, published = self.engine.publish(i, self.number[topic])
         event_id = f"{i}-{core.incarnation}-{published}"
-        assert number == len(self._events)
-        self._events.append(EventMsg(event_id, topic, payload, i, 0))
-        self._event_ids.append(event_id)
+        assert number == len(self.events)
+        self.events.append(EventMsg(event_id, topic, payload, i, 0))
+        self.event_ids.append(event_id)
 
     def take_spans(self) -> None:
         """The span records of the loop's events, into the simulation's spans."""
-        sim, events = self.sim, self._events
+        sim, events = self.sim, self.events
         add = sim.spans.add
         for seq, parent, publish, at, node, src, number, hops, first, subscriber in self.engine.take_spans():
             e = events[number]
@@ -503,15 +503,15 @@ class NativePolderCast(_Loop):
             add(sim.trace_id(e.event_id), f"{seq:016x}", f"{parent:016x}" if parent else None,
                 "publish" if publish else "receive", round(at * 1e9), node, src - 1 if src else None,
                 e.event_id, e.topic, hops, first, subscriber)
-        sim._span_seq = self.engine.span_seq
+        sim.span_seq = self.engine.span_seq
 
     def snapshot_table(self, nodes: list[int], t_ns: int, gossip_ns: int) -> pa.Table:
         """The snapshot rows of ``nodes``, in columns built by the loop."""
-        return columns_table([*POLDERCAST_LAYERS, f"{RINGS}.succ", f"{RINGS}.pred"], self._topics,
+        return columns_table([*POLDERCAST_LAYERS, f"{RINGS}.succ", f"{RINGS}.pred"], self.topics,
                              self.engine.snapshot_columns(nodes), t_ns, gossip_ns)
 
     def snapshot(self, i: int) -> NodeSnapshot:
-        core, topics = self.sim.nodes[i], self._topics
+        core, topics = self.sim.nodes[i], self.topics
         cyclon, vicinity, rings, succ, pred = self.engine.snapshot(i)
         return NodeSnapshot(i, sorted(core.me.topics), [
             LayerSnapshot(LAYER, cyclon), LayerSnapshot(VICINITY, vicinity), LayerSnapshot(RINGS, rings),
@@ -521,7 +521,7 @@ class NativePolderCast(_Loop):
     def give_back(self) -> None:
         """Write every state back into the simulation's Python objects."""
         self.take_spans()
-        sim, engine, topics = self.sim, self.engine, self._topics
+        sim, engine, topics = self.sim, self.engine, self.topics
         profiles: list[Descriptor] = []
         parts = {i: (core.me.addr, core.me.topics) for i, core in sim.nodes.items()}
 
@@ -538,27 +538,18 @@ class NativePolderCast(_Loop):
         for i, core in sim.nodes.items():
             me, words, timers, late, cyclon_state, vicinity_state, rings_state, (seen, published), counts = \
                 engine.take_node(i)
-            cyclon, vicinity, rings = layers = tuple(core.layers[name] for name in POLDERCAST_LAYERS)
-            core.me = described(me, 0)
-            cyclon.view, cyclon.reserve = view(cyclon_state[0]), view(cyclon_state[1])
-            cyclon.pending._due = {p: (tuple(kept), due) for p, due, kept in cyclon_state[2]}
-            vicinity.view = view(vicinity_state[0])
-            vicinity.pending._due = {p: ((), due) for p, due in vicinity_state[1]}
-            vicinity._own_keys, vicinity._own_keys_for = {}, None
             ring_view, slots, holes, prio, considered, pending = rings_state
-            rings.view = view(ring_view)
-            rings.succ = {topics[t]: succ for t, succ, _ in slots}
-            rings.pred = {topics[t]: pred for t, _, pred in slots}
-            rings._holes = {topics[t] for t in holes}
-            rings._prio = {topics[t]: p for t, p in prio}
-            rings._considered = {x: parts[x][1] for x in considered}
-            rings.pending._due = {p: (kept, due) for p, due, kept in pending}
-            for layer, n, name, at in zip(layers, late, POLDERCAST_LAYERS, timers, strict=True):
-                layer.pending.late = n
-                self._set_timer(i, name, at)
-            core.rng = self._rng(i, words)
-            core.seen._seen = OrderedDict.fromkeys(self._event_ids[e] for e in seen)
-            core.published = published
+            core.import_state(StackState(described(me, 0), [self.event_ids[e] for e in seen], published, {
+                LAYER: CyclonState(view(cyclon_state[0]), [(p, tuple(kept), due) for p, due, kept in cyclon_state[2]],
+                                   late[0], view(cyclon_state[1])),
+                VICINITY: LayerState(view(vicinity_state[0]), [(p, (), due) for p, due in vicinity_state[1]], late[1]),
+                RINGS: RingsState(view(ring_view), [(p, kept, due) for p, due, kept in pending], late[2],
+                                  {topics[t]: succ for t, succ, _ in slots}, {topics[t]: pred for t, _, pred in slots},
+                                  {topics[t] for t in holes}, {topics[t]: p for t, p in prio},
+                                  {x: parts[x][1] for x in considered})}))
+            for name, at in zip(POLDERCAST_LAYERS, timers, strict=True):
+                self.set_timer(i, name, at)
+            core.rng = self.rng(i, words)
             stats: Counter = sim.stats[i]
             for key, n in counts:
                 stats[_POLDERCAST_COUNTERS[key]] += n
@@ -568,7 +559,7 @@ class NativePolderCast(_Loop):
                 data = (data[0], POLDERCAST_LAYERS[data[1]])
             elif kind == _MSG and data[2] == len(POLDERCAST_LAYERS):  # an event copy
                 src, dst, _, number, hops, span = data
-                e = self._events[number]
+                e = self.events[number]
                 assert e is not None
                 copy = EventMsg(e.event_id, e.topic, e.payload, e.publisher, hops)
                 data = (src, dst, copy, f"{span:016x}" if span else None)
@@ -580,4 +571,4 @@ class NativePolderCast(_Loop):
             else:
                 data = self.calls[data]
             queue.append((at, seq, kind, data))
-        self._give_back_clocks(queue)
+        self.give_back_clocks(queue)

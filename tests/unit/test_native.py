@@ -8,6 +8,7 @@ cargo the extension cannot be built and the simulator runs its Python loop (test
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 
@@ -22,13 +23,16 @@ from node.kit.types import Descriptor
 from node.protocols.cyclon.layer import Cyclon, CyclonConfig
 from node.protocols.gossip.protocol import GossipConfig
 from node.sim import Simulation, mirror, native
-from node.sim.check import first_divergence
+from node.sim.check import Diverged, first_divergence
 
 pytestmark = pytest.mark.unit
 
 compiled = pytest.mark.skipif(not native.available() and not shutil.which("cargo"),
                               reason="no cargo here: the compiled CYCLON loop cannot be built")
 """Where cargo is present and the extension is not built, these fail (on its absence)."""
+fingerprinted = pytest.mark.skipif(os.environ.get(mirror.UNVERIFIED_ENV) == "1",
+                                   reason="make native-verify: the runs are compared before their fingerprints are recorded")
+"""The tests of the fingerprint check itself, which ``make native-verify`` switches off."""
 
 GOSSIP = {
     "protocol": {"name": "gossip", "params": {"gamma": 0.2, "cyclon": {"view_size": 8, "shuffle_length": 4}}},
@@ -52,10 +56,18 @@ def run(tmp_path, engine: str, **sections) -> tuple[dict[str, str], dict]:
 
 
 def assert_same_run(tmp_path, **sections) -> dict:
-    """The run in the compiled loop and in Python: the same files; returns the native run.json."""
+    """The run in the compiled loop and in Python: the same files; returns the native run.json.
+    Where they differ, the failure says where the runs first diverge (``sim.engine: check``)."""
     python, python_meta = run(tmp_path, "python", **sections)
     compiled_run, meta = run(tmp_path, "native", **sections)
-    assert compiled_run == python
+    if compiled_run != python:
+        differ = sorted(k for k in python.keys() | compiled_run.keys() if python.get(k) != compiled_run.get(k))
+        try:
+            run(tmp_path / "check", "check", **{**sections, "sim": {**sections.get("sim", {}), "check_every_s": 1.0}})
+            where = "the check found no divergence in the overlay's state (the difference is in what it wrote)"
+        except Diverged as e:
+            where = str(e)
+        pytest.fail(f"the compiled loop's run differs from the Python cores' in {', '.join(differ)}; {where}")
     assert python_meta["sim_native_steps"] == 0
     assert 0 < meta["sim_native_steps"] <= meta["sim_steps"] == python_meta["sim_steps"]
     return meta
@@ -229,6 +241,7 @@ def patched(monkeypatch, module: str, old: str, new: str) -> None:
 
 
 @compiled
+@fingerprinted
 @pytest.mark.parametrize("change", sorted(CHANGES))
 def test_a_changed_mirrored_rule_runs_python_under_auto_and_is_refused_under_native(tmp_path, monkeypatch, caplog, change):
     module, old, new, sections = CHANGES[change]
@@ -252,6 +265,7 @@ def test_a_docstring_or_comment_is_no_change():
     assert mirror._fingerprint(text.replace(">= self.config.view_size", "> self.config.view_size"), module, "") != before
 
 
+@fingerprinted
 def test_the_verified_fingerprints_are_the_trees_and_the_extensions():
     """The committed fingerprints are the running code's (after a change to mirrored code,
     `make native-verify`), and the built extension embeds them."""
@@ -291,5 +305,45 @@ def test_a_divergence_in_the_compiled_loop_is_reported_with_its_step_node_and_st
     assert "cyclon.view" in fields
     py_view, native_view = fields["cyclon.view"]
     assert [n for n, _ in py_view] == [n for n, _ in native_view]  # the same entries, one age apart
-    assert sum(a for _, (_, a) in native_view) == sum(a for _, (_, a) in py_view) + 1
+    assert sum(a for _, a in native_view) == sum(a for _, a in py_view) + 1
     assert f"node {node} cyclon.view" in str(found) and "first divergence at t =" in str(found)
+
+
+@compiled
+def test_engine_check_runs_python_and_compares_the_compiled_loop_at_checkpoints(tmp_path, monkeypatch):
+    """``sim.engine: check``: the run is the Python cores' (the same files as ``python``),
+    with the compiled loop's compared at every checkpoint and at the end; the loop runs there
+    though the code it mirrors reads as changed (checking it is the point)."""
+    python, _ = run(tmp_path, "python")
+    patched(monkeypatch, *CHANGES["cyclon-merge"][:3])
+    checked, meta = run(tmp_path, "check", sim={"check_every_s": 2.0})
+    assert checked == python
+    assert meta["sim_native_steps"] == 0
+    assert meta["sim_check"]["checkpoints"] == 1 + int(meta["ended_ns"] / 1e9 // 2.0)
+    assert meta["sim_check"]["compiled_steps"] > 1000
+
+
+@compiled
+def test_engine_check_names_the_first_divergent_step_node_and_state(tmp_path, monkeypatch):
+    """The test-only fault in the compiled CYCLON loop (an entry aged twice at the first tick
+    from 3.2 s) is reported by ``sim.engine: check`` with its time, step, node and both views."""
+    monkeypatch.setenv("OVERLAYLAB_NATIVE_DIVERGE_AT_S", "3.2")
+    with pytest.raises(Diverged) as caught:
+        run(tmp_path, "check", sim={"check_every_s": 2.0})
+    found = caught.value.divergence
+    assert 3.2 <= found.time_s <= 4.0 + 1e-3 and found.steps > 0 and found.due
+    node, diff = next(iter(found.nodes.items()))
+    py_view, native_view = diff["cyclon.view"]
+    assert sum(a for _, a in native_view) == sum(a for _, a in py_view) + 1
+    assert f"node {node} cyclon.view: python" in str(caught.value)
+
+
+@compiled
+def test_engine_check_finds_poldercast_s_runs_equal(tmp_path):
+    """The check over PolderCast's three layers, RingCast and frozen rounds: every field of
+    the declared state equal at each checkpoint (no cache compared), the files the Python
+    run's."""
+    python, _ = run(tmp_path, "python", **POLDERCAST)
+    checked, meta = run(tmp_path, "check", **{**POLDERCAST, "sim": {"check_every_s": 1.0}})
+    assert checked == python
+    assert meta["sim_check"]["checkpoints"] >= 10 and meta["sim_check"]["compiled_steps"] > 0

@@ -30,9 +30,9 @@ unsynchronised.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from node.kit.stack import ExchangeLayer
+from node.kit.stack import ExchangeLayer, LayerState
 from node.kit.types import Action, Descriptor, Gossip, LocalProtocolError, NodeId
 from node.kit.views import age_all, pick_oldest
 
@@ -59,6 +59,12 @@ class CyclonConfig:
             raise ValueError("need 1 <= shuffle_length <= view_size")
         if self.cycle_ms <= 0 or self.timeout_ms <= 0:
             raise ValueError("cycle_ms and timeout_ms must be positive")
+
+
+@dataclass
+class CyclonState(LayerState):
+    reserve: dict[NodeId, Descriptor] = field(default_factory=dict)
+    """The reserve (``Cyclon.reserve``), oldest first."""
 
 
 class Cyclon(ExchangeLayer):
@@ -105,6 +111,14 @@ class Cyclon(ExchangeLayer):
 
     def on_reply(self, msg: Gossip, kept: tuple[NodeId, ...], now: float) -> None:
         self._merge(msg.entries, sent=kept)
+
+    def export_state(self) -> CyclonState:
+        return CyclonState(**vars(super().export_state()), reserve=self.reserve)
+
+    def import_state(self, state: LayerState) -> None:
+        assert isinstance(state, CyclonState)
+        super().import_state(state)
+        self.reserve = state.reserve
 
     def _keep(self, d: Descriptor) -> None:
         self.reserve.pop(d.node_id, None)

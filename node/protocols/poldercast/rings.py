@@ -55,9 +55,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from node.kit.stack import ExchangeLayer
+from node.kit.stack import UNORDERED, ExchangeLayer, LayerState
 from node.kit.types import Action, Descriptor, Gossip, LayerSnapshot, LocalProtocolError, NodeId, Topic
 from node.kit.views import age_all, pick_oldest
 from node.protocols.poldercast.vicinity import TopicBits
@@ -83,6 +84,18 @@ class RingIds(dict[int, int]):
 
 def _same(a: object, b: object) -> bool:
     return a is b or a == b
+
+
+@dataclass
+class RingsState(LayerState):
+    succ: dict[Topic, list[NodeId]] = field(default_factory=dict, metadata=UNORDERED)
+    pred: dict[Topic, list[NodeId]] = field(default_factory=dict, metadata=UNORDERED)
+    holes: set[Topic] = field(default_factory=set)
+    """Topics whose slots need a full recompute."""
+    prio: dict[Topic, int] = field(default_factory=dict, metadata=UNORDERED)
+    """The non-zero topic priorities."""
+    considered: dict[NodeId, frozenset[Topic]] = field(default_factory=dict, metadata=UNORDERED)
+    """The newcomers of the last ring update, with their topics."""
 
 
 class Rings(ExchangeLayer):
@@ -114,6 +127,16 @@ class Rings(ExchangeLayer):
     @property
     def period(self) -> float:
         return self.period_s
+
+    def export_state(self) -> RingsState:
+        return RingsState(**vars(super().export_state()), succ=self.succ, pred=self.pred, holes=self._holes,
+                          prio=self._prio, considered=self._considered)
+
+    def import_state(self, state: LayerState) -> None:
+        assert isinstance(state, RingsState)
+        super().import_state(state)
+        self.succ, self.pred, self._holes, self._prio, self._considered = \
+            state.succ, state.pred, state.holes, state.prio, state.considered
 
     def subscribed(self, topics: list[Topic]) -> None:
         for topic in topics:

@@ -32,7 +32,7 @@ import random
 from collections.abc import Iterable
 from typing import Any
 
-from node.kit.stack import ExchangeLayer
+from node.kit.stack import ExchangeLayer, LayerState
 from node.kit.types import Action, Descriptor, Gossip, LocalProtocolError, NodeId, Topic
 from node.kit.views import View, age_all, pick_oldest
 
@@ -175,6 +175,10 @@ class Vicinity(ExchangeLayer):
     @property
     def period(self) -> float:
         return self.period_s
+
+    def import_state(self, state: LayerState) -> None:
+        super().import_state(state)
+        self._own_keys, self._own_keys_for = {}, None  # a cache, not state
 
     def rank(self, target: Descriptor, candidates: Iterable[Descriptor], k: int,
              keys: dict[frozenset[Topic], Key | None] | None = None) -> list[Descriptor]:
