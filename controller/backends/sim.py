@@ -240,9 +240,10 @@ class _SimRun:
                                 else (lambda b=batch: self.publish(b)), native_ok=True)
                 rounds[step.at_s].append(step)
             elif step.kind == "join":
-                sim.call_at(step.at_s, lambda s=step: self.join(s.node, plans.join_contacts(exp, self.plan, s.node, s.at_s, self.alive)))
+                sim.call_at(step.at_s, lambda s=step: self.join(s.node, plans.join_contacts(exp, self.plan, s.node, s.at_s, self.alive)),
+                            native_ok=True)
             elif step.kind in ("leave", "crash"):
-                sim.call_at(step.at_s, lambda s=step: self.depart(s.node, s.kind))
+                sim.call_at(step.at_s, lambda s=step: self.depart(s.node, s.kind), native_ok=True)
             elif step.kind in ("partition_on", "partition_off"):
                 sim.call_at(step.at_s, lambda s=step: self.partition(s.nodes, s.kind == "partition_on"))
             else:
@@ -305,7 +306,8 @@ class _SimRun:
         write_stats(rd, ((i, {**c, **(sim.nodes[i].counters() if i in sim.nodes else {})}) for i, c in sim.stats.items()))
         rd.write_json("run.json", run_meta(
             exp, rd, started_ns=0, measure_start_ns=ns(exp.phases.warmup_s), ended_ns=end_ns,
-            frozen_ns=ns(sim.frozen_s), sim_steps=sim.steps, sim_native_steps=sim.native_steps, sim_native_stale=sim.native_stale,
+            frozen_ns=ns(sim.frozen_s), sim_steps=sim.steps, sim_native_steps=sim.native_steps,
+            sim_native_takes=sim.native_takes, sim_native_stale=sim.native_stale,
             **({"sim_check": check.record()} if check is not None else {}),
             spans=self.spans.count,
             events_planned=len(plan.publications) + plan.skipped_publications, skipped_publications=plan.skipped_publications,

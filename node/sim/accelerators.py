@@ -9,10 +9,10 @@ loop takes the run.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from node.kit.types import NodeSnapshot
+from node.kit.types import Descriptor, NodeSnapshot
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -38,6 +38,10 @@ class Accelerator(Protocol):
     def give_back(self) -> None: ...
     def call_at(self, at: float, fn: Callable[[], None], native_ok: bool) -> None: ...
     def publish(self, i: int, topic: str, payload: bytes) -> None: ...
+    def start_node(self, i: int, contacts: Sequence[Descriptor]) -> bool:
+        """Start stopped node ``i`` in the loop; False where the loop cannot (it hands back)."""
+    def stop_node(self, i: int, graceful: bool) -> bool:
+        """Stop node ``i`` in the loop (``graceful``: it leaves first); False where it cannot."""
     def snapshot(self, i: int) -> NodeSnapshot: ...
     def snapshot_table(self, nodes: list[int], t_ns: int, gossip_ns: int) -> pa.Table | None: ...
     def take_spans(self) -> None: ...

@@ -129,6 +129,8 @@ class Simulation:
         check's own run: what it checks is whether the loop still matches)."""
         self.native_steps = 0
         """Steps the compiled loop ran."""
+        self.native_takes = 0
+        """How often a compiled loop took the run over (each after a hand-back but the first)."""
         self.native_stale: str | None = None
         """Why a compiled loop that could have run did not: Python code it mirrors changed since
         it was verified (said once, as a warning; run.json records it)."""
@@ -145,6 +147,9 @@ class Simulation:
 
     def start_node(self, node_id: int, contacts: Sequence[Descriptor]) -> None:
         """Start a node; ``contacts`` is handed over as it is (nodes may share one list)."""
+        if self._native is not None and node_id not in self.alive and self._native.start_node(node_id, contacts):
+            self.alive.add(node_id)
+            return
         self.sync()
         self.alive.add(node_id)
         self._execute(node_id, self.nodes[node_id].start(self.now, contacts), None)
@@ -156,6 +161,9 @@ class Simulation:
 
     def stop_node(self, node_id: int, graceful: bool = False) -> None:
         """Crash (or, graceful, leave): the node stops; messages to it are lost from now on."""
+        if self._native is not None and self._native.stop_node(node_id, graceful and node_id in self.alive):
+            self.alive.discard(node_id)
+            return
         self.sync()
         if graceful and node_id in self.alive:
             self._execute(node_id, self.nodes[node_id].leave(self.now), None)
@@ -324,6 +332,7 @@ class Simulation:
             log.warning("sim.engine: the Python loop runs: %s", reason)
         if loop is not None:
             self._native = loop(self)
+            self.native_takes += 1
             with paused_gc():
                 self._native.take()
         elif self.engine_mode == "native" and not again:

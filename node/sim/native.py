@@ -165,6 +165,7 @@ class _Loop:
     def publish(self, i: int, topic: str, payload: bytes) -> None:
         raise NotImplementedError("publications are run by the Python cores")
 
+
     def snapshot_table(self, nodes: list[int], t_ns: int, gossip_ns: int) -> pa.Table | None:
         """The snapshot's columns from the loop itself (None: the simulator builds them)."""
         return None
@@ -218,6 +219,16 @@ class _Loop:
         sim.now, sim.steps, sim.seq, sim.frozen_s = engine.now, engine.steps, engine.seq, engine.frozen_s
 
 
+def stop_in_loop(loop: _Loop, i: int, graceful: bool) -> bool:
+    """``Simulation.stop_node`` in a loop: ``Stack.leave`` (verified to send nothing) on a
+    graceful leave, then the node stops."""
+    if graceful:
+        sent = loop.sim.nodes[i].leave(loop.sim.now)
+        assert not sent, "Stack.leave sent something: the loop was verified against one that does not"
+    loop.engine.stop_node(i)
+    return True
+
+
 class NativeCyclon(_Loop):
     """A simulation's CYCLON overlay in the compiled loop: ``take`` it from the Python objects,
     run it (``engine``), ``give_back``."""
@@ -230,6 +241,8 @@ class NativeCyclon(_Loop):
         """Template number by profile (id, address, topics, priorities)."""
         self.descriptors: list[Descriptor] = []
         """The templates: each profile at age 0."""
+        self.handed_templates = 0
+        """How many of them the engine holds."""
 
     def tpl(self, d: Descriptor) -> int:
         key = (d.node_id, d.addr, d.topics, d.priorities)
@@ -253,7 +266,6 @@ class NativeCyclon(_Loop):
         engine = self.engine = overlaylab_native.Engine(
             max(nodes) + 1, some.config.view_size, some.config.shuffle_length, some.pending.timeout_s, some.period,
             some.config.refill, codec.layer_bytes(LAYER), *link, words)
-        sent = 0  # templates handed to the engine so far
         for i in nodes:
             core = sim.nodes[i]
             layer = core.layers[LAYER]
@@ -263,7 +275,7 @@ class NativeCyclon(_Loop):
                      self.entries(cyclon.reserve.values()),
                      [(p, due, list(kept)) for p, kept, due in cyclon.pending], cyclon.late,
                      self.rng_words(i), sim.timers.get((i, LAYER)))
-            sent = self.add_templates(sent)
+            self.add_templates()
             engine.add_node(i, *state)
             layer.import_state(CyclonState())
             core.rng = None
@@ -273,18 +285,31 @@ class NativeCyclon(_Loop):
             elif kind == _MSG:
                 src, dst, msg, _ = data
                 entry = (src, dst, msg.reply, self.tpl(msg.sender), self.entries(msg.entries))
-                sent = self.add_templates(sent)
+                self.add_templates()
                 engine.put_msg(at, seq, *entry)
             else:
                 self.put_call(at, seq, data)
         sim.queue.clear()
         engine.set_clock(sim.now, sim.steps, sim.seq, sim.frozen_s)
 
-    def add_templates(self, sent: int) -> int:
-        new = self.descriptors[sent:]
+    def add_templates(self) -> None:
+        """Hand the engine the templates made since the last call."""
+        new = self.descriptors[self.handed_templates:]
         if new:
             self.engine.add_templates([d.node_id for d in new], [codec.profile_size(d) for d in new])
-        return len(self.descriptors)
+            self.handed_templates = len(self.descriptors)
+
+    def start_node(self, i: int, contacts) -> bool:
+        """``Simulation.start_node`` in the loop (``Stack.start``): a first join or a rejoin
+        with ``resume``."""
+        templates = [self.tpl(d) for d in contacts]
+        self.add_templates()
+        self.engine.start_node(i, templates)
+        self.sim.nodes[i].active = True
+        return True
+
+    def stop_node(self, i: int, graceful: bool) -> bool:
+        return stop_in_loop(self, i, graceful)
 
     def snapshot(self, i: int) -> NodeSnapshot:
         core = self.sim.nodes[i]
@@ -340,6 +365,8 @@ def _unsupported_poldercast(sim: Simulation) -> str | None:
             first = config
         elif config != first:
             return "the nodes' PolderCast configs differ"
+        if list(layers) != [LAYER, RINGS, VICINITY]:
+            return f"node {i}'s layers draw their first ticks in another order than PolderCast's"
         if (vicinity.sampling, rings.overlay, rings.sampling) != (LAYER, VICINITY, LAYER):
             return "the layers take partners from other layers than PolderCast's"
         if core.config.ring_failover:
@@ -398,6 +425,8 @@ class NativePolderCast(_Loop):
         self.topics: list = []
         self.handed: dict[tuple[int, int], tuple[int, Any]] = {}
         """Profile number by (node, id of its priorities), holding the priorities."""
+        self.foreign = _foreign_profiles(sim.nodes)
+        """Why the loop cannot hold a descriptor (a joining node's contacts are checked)."""
         self.events: list[EventMsg | None] = []
         """By event number: the event published in the loop (None: one handed in, in a
         duplicate filter); ``event_ids`` holds every id."""
@@ -492,6 +521,21 @@ class NativePolderCast(_Loop):
         assert number == len(self.events)
         self.events.append(EventMsg(event_id, topic, payload, i, 0))
         self.event_ids.append(event_id)
+
+    def start_node(self, i: int, contacts) -> bool:
+        """``Simulation.start_node`` in the loop (``Stack.start``): a first join or a rejoin
+        with ``resume``; False (the run is handed back) where a contact's descriptor is not one
+        the loop can hold."""
+        for d in contacts:
+            if self.foreign(d) is not None:
+                return False
+        number = self.number
+        self.engine.start_node(i, [(d.node_id, [(number[t], p) for t, p in d.priorities]) for d in contacts])
+        self.sim.nodes[i].active = True
+        return True
+
+    def stop_node(self, i: int, graceful: bool) -> bool:
+        return stop_in_loop(self, i, graceful)
 
     def take_spans(self) -> None:
         """The span records of the loop's events, into the simulation's spans."""

@@ -11,6 +11,7 @@ import json
 import os
 import random
 import shutil
+from collections import Counter
 
 import pytest
 
@@ -114,11 +115,14 @@ def test_late_replies_losses_jitter_and_refills_are_the_python_ones(tmp_path, mo
 
 
 @compiled
-def test_churn_hands_the_run_back_at_its_first_event(tmp_path):
-    """Nodes offline at the start (messages to them lost) while the compiled loop runs; the
-    first churn event hands the run to Python, which carries it on with crashes and rejoins."""
-    assert_same_run(tmp_path, churn={"model": "sessions", "fraction": 0.3, "session": {"mean_s": 4},
-                                     "downtime": {"mean_s": 2}, "arrival_rate_per_s": 2, "start_s": -6})
+def test_cyclon_churn_runs_inside_the_loop(tmp_path):
+    """Nodes offline at the start (messages to them lost), then joins, crashes and rejoins
+    (``resume``) in the compiled CYCLON loop, which keeps the run up to the first publication
+    (gossip's events run in Python)."""
+    meta = assert_same_run(tmp_path, churn={"model": "sessions", "fraction": 0.3, "session": {"mean_s": 4},
+                                            "downtime": {"mean_s": 2}, "arrival_rate_per_s": 2, "start_s": -6,
+                                            "rejoin": "resume"})
+    assert meta["sim_native_takes"] == 1 and meta["sim_native_steps"] > 0.4 * meta["sim_steps"]
 
 
 @compiled
@@ -184,6 +188,42 @@ def test_poldercast_is_handed_back_for_a_partition_and_taken_again_after_it(tmp_
     meta = assert_same_run(tmp_path, **{**POLDERCAST, "phases": {"warmup_s": 16, "drain_s": 1},
                                         "network": {"partitions": [{"start_s": 3, "end_s": 4, "nodes": list(range(20))}]}})
     assert meta["sim_native_steps"] > 0.8 * meta["sim_steps"]
+
+
+@compiled
+@pytest.mark.parametrize("leave", ["crash", "graceful"])
+def test_poldercast_churn_runs_inside_the_loop(tmp_path, leave):
+    """E5's setting, small: nodes offline at the start join later, sessions end in crashes (or
+    graceful leaves) and nodes rejoin with their state (``resume``), a flash crowd and a sharp
+    drop; the loop runs joins and departures itself, so it keeps the run (almost every step
+    compiled), and every output file is the Python cores'."""
+    meta = assert_same_run(tmp_path, **{
+        **POLDERCAST, "phases": {"warmup_s": 8, "drain_s": 2},
+        "churn": {"model": "sessions", "fraction": 0.3, "session": {"mean_s": 4}, "downtime": {"mean_s": 2},
+                  "start_s": 0, "leave": leave, "rejoin": "resume",
+                  "phases": [{"kind": "flash_crowd", "at_s": 0, "nodes": 30, "over_s": 3},
+                             {"kind": "sharp_drop", "at_s": 5, "fraction": 0.2, "return_after_s": 2}]}})
+    [timeline] = (tmp_path / "native").glob("*/timeline.jsonl")
+    entries = [json.loads(line) for line in timeline.read_text().splitlines()]
+    kinds = Counter(e["kind"] for e in entries if not e.get("initial"))
+    assert kinds["join"] > 50 and kinds["crash" if leave == "crash" else "leave"] > 30
+    assert meta["sim_native_steps"] == meta["sim_steps"] and meta["sim_native_takes"] == 1  # never handed back
+
+
+@compiled
+def test_poldercast_fresh_rejoins_are_handed_back(tmp_path):
+    """A rejoin with a fresh core (``rejoin: fresh``) is built in Python: the run is handed back
+    for it and taken again at once (joins and crashes run in the loop), and the files are the
+    Python cores'."""
+    meta = assert_same_run(tmp_path, **{
+        **POLDERCAST, "phases": {"warmup_s": 8, "drain_s": 2},
+        "churn": {"model": "sessions", "fraction": 0.2, "session": {"mean_s": 4}, "downtime": {"mean_s": 2},
+                  "start_s": 0, "rejoin": "fresh"}})
+    [timeline] = (tmp_path / "native").glob("*/timeline.jsonl")
+    rejoins = Counter(json.loads(line)["node"] for line in timeline.read_text().splitlines()
+                      if json.loads(line)["kind"] == "join")
+    fresh = sum(n - 1 for n in rejoins.values())
+    assert fresh > 10 and meta["sim_native_takes"] == 1 + fresh
 
 
 def test_without_the_extension_auto_runs_the_python_loop(tmp_path, monkeypatch):

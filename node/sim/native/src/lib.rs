@@ -627,6 +627,43 @@ impl Engine {
         (self.now, self.steps, self.seq, self.frozen_s) = (now, steps, seq, frozen_s);
     }
 
+    /// `Simulation.start_node` on node `i` (not alive; its state is kept: a first join or a
+    /// rejoin with `resume`) and `Stack.start`: `Cyclon.bootstrap` (the contacts, templates,
+    /// merged at age 0 and, with `refill`, kept in the reserve), then the first tick at
+    /// `now + uniform(0, period)`.
+    fn start_node(&mut self, i: u32, contacts: Vec<u32>) -> PyResult<()> {
+        if self.nodes.get(i as usize).and_then(Option::as_ref).is_none_or(|n| n.alive) {
+            return Err(PyValueError::new_err(format!("node {i} is not a stopped node of the engine")));
+        }
+        if contacts.iter().any(|&t| t as usize >= self.tpl_node.len()) {
+            return Err(PyValueError::new_err("an unknown template"));
+        }
+        let entries = entries(&self.tpl_node, contacts.into_iter().map(|t| (t, 0)).collect());
+        let (now, period, refill) = (self.now, self.period_s, self.refill);
+        self.node(i).alive = true;
+        self.merge(i, &entries, &[]);
+        if refill {
+            for d in entries {
+                self.keep(i, d);
+            }
+        }
+        let node = self.node(i);
+        let at = now + (0.0 + (period - 0.0) * node.rng.random());
+        node.timer = Some(at);
+        self.push(at, TIMER, i as u64);
+        Ok(())
+    }
+
+    /// `Simulation.stop_node`: node `i` crashes or has left; its timer is cancelled, messages
+    /// to it are lost from now on; its state stays.
+    fn stop_node(&mut self, i: u32) -> PyResult<()> {
+        let node = self.nodes.get_mut(i as usize).and_then(Option::as_mut)
+            .ok_or_else(|| PyValueError::new_err(format!("node {i} is not a node of the engine")))?;
+        node.alive = false;
+        node.timer = None;
+        Ok(())
+    }
+
     /// Queue entries handed over with their own (time, seq).
     fn put_timer(&mut self, at: f64, seq: u64, node: u32) {
         self.queue.push(Due { at, seq, kind: TIMER, data: node as u64 });

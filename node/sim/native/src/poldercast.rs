@@ -1468,6 +1468,50 @@ impl PolderEngine {
         Ok((event, published))
     }
 
+    /// `Simulation.start_node` on node `i` (not alive; its state, whatever it holds, is kept:
+    /// a first join, or a rejoin with `resume`), and `Stack.start`: CYCLON takes the contacts
+    /// (node, priorities) at age 0 (`Cyclon.bootstrap`: merged, and kept in the reserve with
+    /// `refill`); then each layer's first tick at `now + uniform(0, period)`, drawn and set
+    /// in the stack's layer order: CYCLON, RINGS, VICINITY.
+    fn start_node(&mut self, i: u32, contacts: Vec<(u32, Vec<(u32, u32)>)>) -> PyResult<()> {
+        if self.nodes.get(i as usize).and_then(Option::as_ref).is_none_or(|n| n.alive) {
+            return Err(PyValueError::new_err(format!("node {i} is not a stopped node of the engine")));
+        }
+        let mut entries = Vec::with_capacity(contacts.len());
+        for (node, prio) in contacts {
+            if node as usize >= self.topics.len() || prio.iter().any(|&(t, _)| t as usize >= self.topic_bytes.len()) {
+                return Err(PyValueError::new_err("a contact or a topic out of range"));
+            }
+            entries.push(Entry { id: node, age: 0, prof: self.profile(node, prio) });
+        }
+        self.node(i).alive = true;
+        self.cyc_merge(i, &entries, &[]);
+        if self.cfg.refill {
+            for d in entries {
+                self.cyc_keep(i, d);
+            }
+        }
+        let now = self.now;
+        for layer in [CYC, RING, VIC] {
+            let period = self.cfg.period[layer];
+            let node = self.node(i);
+            let at = now + (0.0 + (period - 0.0) * node.rng.random());
+            node.timers[layer] = Some(at);
+            self.push(at, TIMER, i as u64 * 3 + layer as u64);
+        }
+        Ok(())
+    }
+
+    /// `Simulation.stop_node`: node `i` crashes (or has left: `Stack.leave` sends nothing); its
+    /// timers are cancelled, messages to it are lost from now on; its state stays.
+    fn stop_node(&mut self, i: u32) -> PyResult<()> {
+        let node = self.nodes.get_mut(i as usize).and_then(Option::as_mut)
+            .ok_or_else(|| PyValueError::new_err(format!("node {i} is not a node of the engine")))?;
+        node.alive = false;
+        node.timers = [None; 3];
+        Ok(())
+    }
+
     /// The span records since the last call: (span number, parent's (0: none), publish, time,
     /// node, source + 1 (0: none), event number, hops, first copy, subscriber).
     #[allow(clippy::type_complexity)]
