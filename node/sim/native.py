@@ -173,15 +173,15 @@ class _Loop:
     def take_spans(self) -> None:
         """Move the spans the loop recorded into the simulation's (none by default)."""
 
-    def link(self) -> tuple[tuple[float, float, float, bool], list[int]]:
-        """The link (delay_ms with the constant base folded in, jitter_ms, loss, partitioned) and
-        its random state's words."""
+    def link(self) -> tuple[dict[str, Any], list[int]]:
+        """The link's options by name (``delay_ms`` with the constant base folded in,
+        ``jitter_ms``, ``loss``, ``partitioned``) and its random state's words."""
         sim = self.sim
         rule = sim.links.rules[-1] if sim.links.rules else None
         base = sim.links.base.ms if sim.links.base is not None else 0.0
         self.link_version, words, self.link_gauss = sim.links.rng.getstate()
-        link = ((rule.delay_ms if rule else 0.0) + base, rule.jitter_ms if rule else 0.0, rule.loss if rule else 0.0,
-                bool(rule and rule.partitioned))
+        link = {"delay_ms": (rule.delay_ms if rule else 0.0) + base, "jitter_ms": rule.jitter_ms if rule else 0.0,
+                "loss": rule.loss if rule else 0.0, "partitioned": bool(rule and rule.partitioned)}
         return link, list(words)
 
     def rng_words(self, i: int) -> list[int]:
@@ -263,9 +263,10 @@ class NativeCyclon(_Loop):
         nodes = sorted(sim.nodes)
         some = sim.nodes[nodes[0]].layers[LAYER]
         link, words = self.link()
-        engine = self.engine = overlaylab_native.Engine(
-            max(nodes) + 1, some.config.view_size, some.config.shuffle_length, some.pending.timeout_s, some.period,
-            some.config.refill, codec.layer_bytes(LAYER), *link, words)
+        options = {"view_size": some.config.view_size, "shuffle_length": some.config.shuffle_length,
+                   "timeout_s": some.pending.timeout_s, "period_s": some.period, "refill": some.config.refill,
+                   "layer_bytes": codec.layer_bytes(LAYER)}
+        engine = self.engine = overlaylab_native.Engine(max(nodes) + 1, options, link, words)
         for i in nodes:
             core = sim.nodes[i]
             layer = core.layers[LAYER]
@@ -458,16 +459,18 @@ class NativePolderCast(_Loop):
         number = self.number = {t: k for k, t in enumerate(self.topics)}
         by_name = {t: k for k, t in enumerate(sorted(subscribers))}
         link, words = self.link()
+        options = {
+            "cyclon.view_size": cyclon.config.view_size, "cyclon.shuffle_length": cyclon.config.shuffle_length,
+            "cyclon.refill": cyclon.config.refill, "vicinity_view": vicinity.view_size,
+            "vicinity_gossip": vicinity.gossip_size, "ring_size": rings.ring_size, "ring_gossip": rings.gossip_size,
+            "periods_s": [layer.period for layer in layers], "timeouts_s": [layer.pending.timeout_s for layer in layers],
+            "layer_bytes": [codec.layer_bytes(name) for name in POLDERCAST_LAYERS],
+            "priority_mode": vicinity.priority_mode, "ring_removal": rings.removal, "ring_selection": rings.selection,
+            "fanout": some.config.fanout, "shortcut_layers": list(SHORTCUT_LAYERS[some.config.shortcut_source]),
+            "seen_capacity": some.seen.capacity}
         engine = self.engine = overlaylab_native.PolderEngine(
-            max(nodes) + 1, len(self.topics),
-            (cyclon.config.view_size, cyclon.config.shuffle_length, vicinity.view_size, vicinity.gossip_size,
-             rings.ring_size, rings.gossip_size),
-            cyclon.config.refill, [layer.period for layer in layers], [layer.pending.timeout_s for layer in layers],
-            [codec.layer_bytes(name) for name in POLDERCAST_LAYERS],
-            (vicinity.priority_mode == "max", rings.removal == "on_timeout", rings.selection == "nearest_first"),
-            (some.config.fanout, tuple(name in SHORTCUT_LAYERS[some.config.shortcut_source] for name in (LAYER, VICINITY)),
-             some.seen.capacity),
-            link, words, [codec.priority_topic_bytes(t) for t in self.topics], [by_name[t] for t in self.topics])
+            max(nodes) + 1, len(self.topics), options, link, words, [codec.priority_topic_bytes(t) for t in self.topics],
+            [by_name[t] for t in self.topics])
         states = {i: sim.nodes[i].export_state() for i in nodes}
         seen: dict[str, int] = {}
         for state in states.values():

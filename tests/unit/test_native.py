@@ -387,3 +387,26 @@ def test_engine_check_finds_poldercast_s_runs_equal(tmp_path):
     checked, meta = run(tmp_path, "check", **{**POLDERCAST, "sim": {"check_every_s": 1.0}})
     assert checked == python
     assert meta["sim_check"]["checkpoints"] >= 10 and meta["sim_check"]["compiled_steps"] > 0
+
+
+@compiled
+def test_options_cross_into_the_loops_by_name():
+    """A missing, unknown or mistyped option is refused with its name, not read by position."""
+    link = {"delay_ms": 10.0, "jitter_ms": 0.0, "loss": 0.0, "partitioned": False}
+    words = list(random.Random(1).getstate()[1])
+    cyclon = {"view_size": 8, "shuffle_length": 4, "timeout_s": 0.5, "period_s": 1.0, "refill": True, "layer_bytes": 9}
+    native.overlaylab_native.Engine(4, cyclon, link, words)
+    for options, link_options, message in [
+        ({k: v for k, v in cyclon.items() if k != "refill"}, link, "option refill is missing"),
+        ({**cyclon, "view_sise": 8}, link, "unknown option view_sise"),
+        ({**cyclon, "view_size": "8"}, link, "option view_size"),
+        (cyclon, {**link, "loss": None}, "option loss"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            native.overlaylab_native.Engine(4, options, link_options, words)
+    with pytest.raises(ValueError, match="option ring_selection: \"nearest\" is not one of"):
+        native.overlaylab_native.PolderEngine(4, 1, {
+            "cyclon.view_size": 8, "cyclon.shuffle_length": 4, "cyclon.refill": True, "vicinity_view": 8,
+            "vicinity_gossip": 4, "ring_size": 4, "ring_gossip": 4, "periods_s": [1.0] * 3, "timeouts_s": [0.5] * 3,
+            "layer_bytes": [9] * 3, "priority_mode": "max", "ring_removal": "on_timeout", "ring_selection": "nearest",
+            "fanout": 2, "shortcut_layers": ["cyclon"], "seen_capacity": 10}, link, words, [3], [0])

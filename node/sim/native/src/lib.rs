@@ -11,11 +11,14 @@
 //! - the dict orders: views, reserves and pending replies are vectors in insertion order, with
 //!   Python's rules (a deleted key leaves its place, a new one goes last, an update stays put).
 
+use options::Options;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
+mod options;
 mod poldercast;
 
 // --- Python's random.Random --------------------------------------------------------------------
@@ -576,12 +579,17 @@ fn pairs(list: &[Entry]) -> Vec<(u32, u32)> {
 impl Engine {
     /// The layer's config, the link (one rule for every destination, a constant base delay
     /// folded into `delay_ms`) and the links' random state.
+    /// `options` by name: CYCLON's `view_size`, `shuffle_length`, `timeout_s`, `period_s`,
+    /// `refill`, `layer_bytes` (a message's bytes but its entries); `link` as in `link_options`.
     #[new]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        nodes: usize, view_size: usize, shuffle_length: usize, timeout_s: f64, period_s: f64, refill: bool,
-        layer_bytes: u64, delay_ms: f64, jitter_ms: f64, loss: f64, partitioned: bool, link_rng: Vec<u64>,
-    ) -> PyResult<Engine> {
+    fn new(nodes: usize, options: Bound<'_, PyDict>, link: Bound<'_, PyDict>, link_rng: Vec<u64>) -> PyResult<Engine> {
+        let mut o = Options::new(options);
+        let (view_size, shuffle_length, timeout_s, period_s, refill, layer_bytes) = (
+            o.usize("view_size")?, o.usize("shuffle_length")?, o.f64("timeout_s")?, o.f64("period_s")?,
+            o.bool("refill")?, o.u64("layer_bytes")?,
+        );
+        o.done()?;
+        let (delay_ms, jitter_ms, loss, partitioned) = link_options(link)?;
         if shuffle_length < 1 || shuffle_length > view_size {
             return Err(PyValueError::new_err("need 1 <= shuffle_length <= view_size"));
         }
@@ -737,6 +745,15 @@ impl Engine {
 }
 
 /// Python's random draws, for tests: `random()` n times from a state.
+/// The link, one rule for every destination, by name: `delay_ms` (a constant base delay
+/// folded in), `jitter_ms`, `loss`, `partitioned`.
+pub(crate) fn link_options(link: Bound<'_, PyDict>) -> PyResult<(f64, f64, f64, bool)> {
+    let mut o = Options::new(link);
+    let link = (o.f64("delay_ms")?, o.f64("jitter_ms")?, o.f64("loss")?, o.bool("partitioned")?);
+    o.done()?;
+    Ok(link)
+}
+
 #[pyfunction]
 fn mt_randoms(state: Vec<u64>, n: usize) -> PyResult<Vec<f64>> {
     let mut mt = Mt::from_state(&state)?;

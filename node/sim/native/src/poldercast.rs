@@ -16,9 +16,11 @@
 //!   one goes last, an update stays put); the RINGS view, thousands of entries for a heavy
 //!   subscriber, is an ordered map.
 
+use crate::options::Options;
 use crate::{run_until, settle, varint_len, Due, EventLoop, Mt, CALL, MSG, TIMER};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
@@ -1333,22 +1335,38 @@ impl PolderEngine {
     /// The config (per layer: CYCLON, VICINITY, RINGS), the link (one rule for every
     /// destination, a constant base delay folded into `delay_ms`), the links' random state, and
     /// per topic number the bytes of its field in a TopicPriority.
+    /// `options` by name, as PolderCast's config names them: CYCLON's `cyclon.view_size`,
+    /// `cyclon.shuffle_length`, `cyclon.refill`; `vicinity_view`, `vicinity_gossip`,
+    /// `ring_size`, `ring_gossip`, `priority_mode`, `ring_removal`, `ring_selection`, `fanout`,
+    /// `seen_capacity`, `shortcut_layers` (the layers `shortcut_source` names); per layer
+    /// (CYCLON, VICINITY, RINGS) `periods_s`, `timeouts_s` and `layer_bytes`. `link` as in
+    /// `link_options`.
     #[new]
-    #[allow(clippy::too_many_arguments)]
     fn new(
-        nodes: usize, topics: usize, sizes: (usize, usize, usize, usize, usize, usize), refill: bool,
-        period: [f64; 3], timeout: [f64; 3], layer_bytes: [u64; 3], modes: (bool, bool, bool),
-        ringcast: (usize, (bool, bool), usize), link: (f64, f64, f64, bool), link_rng: Vec<u64>, topic_bytes: Vec<u64>,
-        topic_rank: Vec<u32>,
+        nodes: usize, topics: usize, options: Bound<'_, PyDict>, link: Bound<'_, PyDict>, link_rng: Vec<u64>,
+        topic_bytes: Vec<u64>, topic_rank: Vec<u32>,
     ) -> PyResult<PolderEngine> {
-        let (cyc_view, cyc_shuffle, vic_view, vic_gossip, ring_size, ring_gossip) = sizes;
+        let mut o = Options::new(options);
+        let (cyc_view, cyc_shuffle, refill) = (o.usize("cyclon.view_size")?, o.usize("cyclon.shuffle_length")?, o.bool("cyclon.refill")?);
+        let (vic_view, vic_gossip) = (o.usize("vicinity_view")?, o.usize("vicinity_gossip")?);
+        let (ring_size, ring_gossip) = (o.usize("ring_size")?, o.usize("ring_gossip")?);
+        let (period, timeout, layer_bytes) = (o.f64s("periods_s")?, o.f64s("timeouts_s")?, o.u64s("layer_bytes")?);
+        let max_mode = o.choice("priority_mode", &["max", "sum"])? == 0;
+        let removal_on_timeout = o.choice("ring_removal", &["on_timeout", "on_initiate"])? == 0;
+        let nearest_first = o.choice("ring_selection", &["nearest_first", "random"])? == 0;
+        let (fanout, seen_capacity) = (o.usize("fanout")?, o.usize("seen_capacity")?);
+        let shortcut_layers = o.strings("shortcut_layers")?;
+        if shortcut_layers.iter().any(|l| l != "cyclon" && l != "vicinity") {
+            return Err(PyValueError::new_err(format!("option shortcut_layers: {shortcut_layers:?} names other layers than cyclon and vicinity")));
+        }
+        let shortcuts = (shortcut_layers.iter().any(|l| l == "cyclon"), shortcut_layers.iter().any(|l| l == "vicinity"));
+        o.done()?;
+        let link = crate::link_options(link)?;
         if cyc_shuffle < 1 || cyc_shuffle > cyc_view || ring_size < 2 || ring_size % 2 == 1 || topic_bytes.len() != topics
             || topic_rank.len() != topics
         {
             return Err(PyValueError::new_err("an invalid PolderCast config"));
         }
-        let (max_mode, removal_on_timeout, nearest_first) = modes;
-        let (fanout, shortcuts, seen_capacity) = ringcast;
         if fanout < 2 || seen_capacity < 1 {
             return Err(PyValueError::new_err("an invalid RingCast config"));
         }
