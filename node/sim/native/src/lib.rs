@@ -11,6 +11,7 @@
 //! - the dict orders: views, reserves and pending replies are vectors in insertion order, with
 //!   Python's rules (a deleted key leaves its place, a new one goes last, an update stays put).
 
+use cyclon::{age_all, expect, take, Cyclon, Pending, Scratch, ViewEntry};
 use options::Options;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -18,6 +19,7 @@ use pyo3::types::PyDict;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
+mod cyclon;
 mod options;
 mod poldercast;
 
@@ -150,10 +152,16 @@ struct Entry {
     age: u32,
 }
 
-struct Pending {
-    partner: u32,
-    deadline: f64,
-    kept: Vec<u32>,
+impl ViewEntry for Entry {
+    fn id(&self) -> u32 {
+        self.id
+    }
+    fn age(&self) -> u32 {
+        self.age
+    }
+    fn set_age(&mut self, age: u32) {
+        self.age = age;
+    }
 }
 
 struct Msg {
@@ -176,7 +184,7 @@ struct Node {
     alive: bool,
     view: Vec<Entry>,
     reserve: Vec<Entry>,
-    pending: Vec<Pending>,
+    pending: Vec<Pending<Vec<u32>>>,
     late: u64,
     rng: Mt,
     timer: Option<f64>,
@@ -287,11 +295,9 @@ pub(crate) fn settle(l: &mut impl EventLoop) {
 /// The CYCLON overlay of a whole simulation. See `node/sim/native.py` for its use.
 #[pyclass(module = "overlaylab_native")]
 struct Engine {
-    view_size: usize,
-    shuffle_length: usize,
+    cyclon: Cyclon,
     timeout_s: f64,
     period_s: f64,
-    refill: bool,
     layer_bytes: u64,
     tpl_node: Vec<u32>,
     tpl_profile: Vec<u64>,
@@ -312,11 +318,8 @@ struct Engine {
     seq: u64,
     #[pyo3(get)]
     frozen_s: f64,
-    scratch: Vec<Entry>,
-    scratch_pool: Vec<Entry>,
-    scratch_candidates: Vec<Entry>,
-    scratch_ids: Vec<u32>,
-    scratch_replaceable: Vec<u32>,
+    drawn: Vec<Entry>,
+    scratch: Scratch,
     /// A test-only fault (`OVERLAYLAB_NATIVE_DIVERGE_AT_S`, read when the loop is made): the
     /// first CYCLON tick at or after this virtual time ages one view entry twice, so that the
     /// divergence check (node/sim/check.py) has a divergence to find.
@@ -383,100 +386,34 @@ impl Engine {
         self.push(now + delay, MSG, slot as u64);
     }
 
-    /// `Cyclon._merge`.
-    fn merge(&mut self, i: u32, entries: &[Entry], sent: &[u32]) {
-        let view_size = self.view_size;
-        let mut replaceable = std::mem::take(&mut self.scratch_replaceable);
-        let node = self.node(i);
-        let me = node.id;
-        let in_view = |view: &Vec<Entry>, id: u32| view.iter().position(|e| e.id == id);
-        replaceable.clear();
-        replaceable.extend(sent.iter().rev().copied().filter(|&n| in_view(&node.view, n).is_some()));
-        for d in entries {
-            if d.id == me || in_view(&node.view, d.id).is_some() {
-                continue;
-            }
-            if node.view.len() >= view_size {
-                match replaceable.pop() {
-                    None => break,
-                    Some(r) => {
-                        let at = in_view(&node.view, r).expect("a replaceable entry in the view");
-                        node.view.remove(at);
-                    }
-                }
-            }
-            node.view.push(*d);
-        }
-        self.scratch_replaceable = replaceable;
-    }
-
-    /// `Cyclon._keep`.
-    fn keep(&mut self, i: u32, d: Entry) {
-        let view_size = self.view_size;
-        let node = self.node(i);
-        if let Some(at) = node.reserve.iter().position(|e| e.id == d.id) {
-            node.reserve.remove(at);
-        }
-        node.reserve.push(d);
-        if node.reserve.len() > view_size {
-            node.reserve.remove(0);
-        }
-    }
-
     /// `Stack.on_timer` of the CYCLON layer: prune, `Cyclon.exchange`, re-arm.
     fn tick(&mut self, i: u32) {
         let now = self.now;
-        let (view_size, refill, shuffle_length, timeout_s) = (self.view_size, self.refill, self.shuffle_length, self.timeout_s);
         let diverge = self.diverge_at.is_some_and(|t| now >= t);
         if diverge {
             self.diverge_at = None;
         }
-        let node = self.node(i);
+        let (mut sent, mut scratch) = (std::mem::take(&mut self.drawn), std::mem::take(&mut self.scratch));
+        let node = self.nodes[i as usize].as_mut().expect("a node the engine holds");
         node.pending.retain(|p| p.deadline > now);
-        if node.view.is_empty() && refill {
-            let pool: Vec<Entry> = node.reserve.iter().rev().take(view_size).copied().collect();
-            node.view.extend(pool);
+        if node.view.is_empty() && self.cyclon.refill {
+            self.cyclon.refill(&mut node.view, node.reserve.iter().rev().copied());
         }
         if !node.view.is_empty() {
-            for d in node.view.iter_mut() {
-                d.age += 1;
-            }
+            age_all(node.view.iter_mut());
             if diverge {
                 node.view[0].age += 1; // the test-only fault, once
             }
-            let oldest = node.view.iter().map(|d| d.age).max().unwrap();
-            let ties = node.view.iter().filter(|d| d.age == oldest).count();
-            let nth = node.rng.randbelow(ties);
-            let pick = node.view.iter().enumerate().filter(|(_, d)| d.age == oldest).nth(nth).unwrap().0;
-            let q = node.view.remove(pick);
-            if refill {
-                self.keep(i, q);
-            }
-            let mut sent = std::mem::take(&mut self.scratch);
-            let mut pool = std::mem::take(&mut self.scratch_pool);
-            let node = self.node(i);
-            let k = (shuffle_length - 1).min(node.view.len());
-            node.rng.sample(&node.view, k, &mut sent, &mut pool);
+            let q = self.cyclon.exchange(&mut node.view, &mut node.reserve, &mut node.rng, &mut sent, &mut scratch);
+            expect(&mut node.pending, q.id, now + self.timeout_s, sent.iter().map(|d| d.id).collect());
             let me = node.me;
-            self.scratch_pool = pool;
-            let partner = q.id;
-            let kept: Vec<u32> = sent.iter().map(|d| d.id).collect();
-            let node = self.node(i);
-            let deadline = now + timeout_s;
-            match node.pending.iter_mut().find(|p| p.partner == partner) {
-                Some(p) => {
-                    p.deadline = deadline;
-                    p.kept = kept;
-                }
-                None => node.pending.push(Pending { partner, deadline, kept }),
-            }
-            let slot = self.new_msg(i, partner, false, me);
+            let slot = self.new_msg(i, q.id, false, me);
             let request = &mut self.msgs[slot].entries;
             request.push(Entry { id: self.tpl_node[me as usize], tpl: me, age: 0 });
             request.extend_from_slice(&sent);
-            self.scratch = sent;
             self.send(slot);
         }
+        (self.drawn, self.scratch) = (sent, scratch);
         let at = now + self.period_s;
         self.node(i).timer = Some(at);
         self.push(at, TIMER, i as u64);
@@ -493,48 +430,27 @@ impl Engine {
         }
         let now = self.now;
         let entries = std::mem::take(&mut self.msgs[slot].entries);
+        let (mut answer, mut scratch) = (std::mem::take(&mut self.drawn), std::mem::take(&mut self.scratch));
+        let node = self.nodes[dst as usize].as_mut().expect("a node the engine holds");
         if reply {
-            let node = self.node(dst);
-            match node.pending.iter().position(|p| p.partner == src) {
-                Some(at) => {
-                    let p = node.pending.remove(at);
-                    if p.deadline < now {
-                        node.late += 1;
-                    } else {
-                        self.merge(dst, &entries, &p.kept);
-                    }
-                }
-                None => node.late += 1,
+            if let Some(kept) = take(&mut node.pending, src, now, &mut node.late) {
+                self.cyclon.merge(&mut node.view, node.id, &entries, &kept, &mut scratch);
             }
-            self.msgs[slot].entries = entries;
-            self.free_msgs.push(slot);
         } else {
-            let shuffle_length = self.shuffle_length;
-            let mut answer = std::mem::take(&mut self.scratch);
-            let mut pool = std::mem::take(&mut self.scratch_pool);
-            let mut candidates = std::mem::take(&mut self.scratch_candidates);
-            let node = self.node(dst);
-            candidates.clear();
-            candidates.extend(node.view.iter().copied().filter(|d| d.id != src));
-            let k = shuffle_length.min(candidates.len());
-            node.rng.sample(&candidates, k, &mut answer, &mut pool);
-            let me = node.me;
-            self.scratch_pool = pool;
-            self.scratch_candidates = candidates;
-            let mut ids = std::mem::take(&mut self.scratch_ids);
-            ids.clear();
-            ids.extend(answer.iter().map(|d| d.id));
-            self.merge(dst, &entries, &ids);
-            self.scratch_ids = ids;
-            self.msgs[slot].entries = entries;
-            self.free_msgs.push(slot);
+            self.cyclon.answer(&node.view, src, &mut node.rng, &mut answer, &mut scratch);
+            let ids: Vec<u32> = answer.iter().map(|d| d.id).collect();
+            self.cyclon.merge(&mut node.view, node.id, &entries, &ids, &mut scratch);
+        }
+        let me = node.me;
+        self.msgs[slot].entries = entries;
+        self.free_msgs.push(slot);
+        if !reply {
             let out = self.new_msg(dst, src, true, me);
             self.msgs[out].entries.extend_from_slice(&answer);
-            self.scratch = answer;
             self.send(out);
         }
+        (self.drawn, self.scratch) = (answer, scratch);
     }
-
 }
 
 impl EventLoop for Engine {
@@ -594,13 +510,12 @@ impl Engine {
             return Err(PyValueError::new_err("need 1 <= shuffle_length <= view_size"));
         }
         Ok(Engine {
-            view_size, shuffle_length, timeout_s, period_s, refill, layer_bytes, tpl_node: Vec::new(),
+            cyclon: Cyclon { view_size, shuffle_length, refill }, timeout_s, period_s, layer_bytes, tpl_node: Vec::new(),
             tpl_profile: Vec::new(),
             link_delay_ms: delay_ms, link_jitter_ms: jitter_ms, link_loss: loss, link_partitioned: partitioned,
             link_rng: Mt::from_state(&link_rng)?, nodes: (0..nodes).map(|_| None).collect(),
             queue: BinaryHeap::new(), msgs: Vec::new(), free_msgs: Vec::new(),
-            now: 0.0, steps: 0, seq: 0, frozen_s: 0.0, scratch: Vec::new(), scratch_pool: Vec::new(),
-            scratch_candidates: Vec::new(), scratch_ids: Vec::new(), scratch_replaceable: Vec::new(),
+            now: 0.0, steps: 0, seq: 0, frozen_s: 0.0, drawn: Vec::new(), scratch: Scratch::default(),
             diverge_at: std::env::var("OVERLAYLAB_NATIVE_DIVERGE_AT_S").ok().and_then(|v| v.parse().ok()),
         })
     }
@@ -647,14 +562,17 @@ impl Engine {
             return Err(PyValueError::new_err("an unknown template"));
         }
         let entries = entries(&self.tpl_node, contacts.into_iter().map(|t| (t, 0)).collect());
-        let (now, period, refill) = (self.now, self.period_s, self.refill);
-        self.node(i).alive = true;
-        self.merge(i, &entries, &[]);
-        if refill {
+        let (now, period) = (self.now, self.period_s);
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let node = self.nodes[i as usize].as_mut().expect("a node the engine holds");
+        node.alive = true;
+        self.cyclon.merge(&mut node.view, node.id, &entries, &[], &mut scratch);
+        if self.cyclon.refill {
             for d in entries {
-                self.keep(i, d);
+                self.cyclon.keep(&mut node.reserve, d);
             }
         }
+        self.scratch = scratch;
         let node = self.node(i);
         let at = now + (0.0 + (period - 0.0) * node.rng.random());
         node.timer = Some(at);

@@ -16,6 +16,7 @@
 //!   one goes last, an update stays put); the RINGS view, thousands of entries for a heavy
 //!   subscriber, is an ordered map.
 
+use crate::cyclon::{age_all, expect, pick_oldest, take, Cyclon, Pending, Scratch, ViewEntry};
 use crate::options::Options;
 use crate::{run_until, settle, varint_len, Due, EventLoop, Mt, CALL, MSG, TIMER};
 use pyo3::exceptions::PyValueError;
@@ -60,6 +61,18 @@ struct Entry {
 impl Entry {
     fn aged(&self, age: u32) -> Entry {
         Entry { id: self.id, age, prof: self.prof.clone() }
+    }
+}
+
+impl ViewEntry for Entry {
+    fn id(&self) -> u32 {
+        self.id
+    }
+    fn age(&self) -> u32 {
+        self.age
+    }
+    fn set_age(&mut self, age: u32) {
+        self.age = age;
     }
 }
 
@@ -157,48 +170,6 @@ impl Marks {
 type Keys = HashMap<u32, u64, BuildHasherDefault<IdHasher>>;
 const MAX_OWN_KEYS: usize = 4096;
 
-struct Pending<K> {
-    partner: u32,
-    deadline: f64,
-    kept: K,
-}
-
-/// `PendingReplies.expect`: a partner already awaited keeps its place.
-fn expect<K>(pending: &mut Vec<Pending<K>>, partner: u32, deadline: f64, kept: K) {
-    match pending.iter_mut().find(|p| p.partner == partner) {
-        Some(p) => (p.deadline, p.kept) = (deadline, kept),
-        None => pending.push(Pending { partner, deadline, kept }),
-    }
-}
-
-/// `PendingReplies.take`: what was kept, or None (counted late) for a reply nobody awaits or
-/// past its deadline.
-fn take<K>(pending: &mut Vec<Pending<K>>, partner: u32, now: f64, late: &mut u64) -> Option<K> {
-    match pending.iter().position(|p| p.partner == partner) {
-        Some(at) => {
-            let p = pending.remove(at);
-            if p.deadline < now {
-                *late += 1;
-                None
-            } else {
-                Some(p.kept)
-            }
-        }
-        None => {
-            *late += 1;
-            None
-        }
-    }
-}
-
-/// `pick_oldest`: the position of an entry of the highest age, uniformly among ties.
-fn pick_oldest<'a>(ages: impl Iterator<Item = &'a Entry> + Clone, rng: &mut Mt) -> usize {
-    let oldest = ages.clone().map(|d| d.age).max().expect("a non-empty view");
-    let ties = ages.clone().filter(|d| d.age == oldest).count();
-    let nth = rng.randbelow(ties);
-    ages.enumerate().filter(|(_, d)| d.age == oldest).nth(nth).expect("a tie").0
-}
-
 struct Node {
     alive: bool,
     me: Rc<Profile>,
@@ -269,9 +240,7 @@ struct Span {
 }
 
 struct Config {
-    cyc_view: usize,
-    cyc_shuffle: usize,
-    refill: bool,
+    cyclon: Cyclon,
     vic_view: usize,
     vic_gossip: usize,
     ring_size: usize,
@@ -331,6 +300,7 @@ pub(crate) struct PolderEngine {
     handed_in: Vec<Rc<Profile>>,
     handed_out: HashMap<*const Profile, u32>,
     out_profiles: Vec<Rc<Profile>>,
+    cyc_scratch: Scratch,
 }
 
 fn has_bit(bits: &[u64], t: u32) -> bool {
@@ -580,67 +550,26 @@ impl PolderEngine {
 
     // --- CYCLON ---------------------------------------------------------------------------------
 
-    fn cyc_merge(&mut self, i: u32, entries: &[Entry], sent: &[u32]) {
-        let view_size = self.cfg.cyc_view;
-        let node = self.node(i);
-        let in_view = |view: &Vec<Entry>, id: u32| view.iter().position(|e| e.id == id);
-        let mut replaceable: Vec<u32> = sent.iter().rev().copied().filter(|&n| in_view(&node.cyc_view, n).is_some()).collect();
-        for d in entries {
-            if d.id == i || in_view(&node.cyc_view, d.id).is_some() {
-                continue;
-            }
-            if node.cyc_view.len() >= view_size {
-                match replaceable.pop() {
-                    None => break,
-                    Some(r) => {
-                        let at = in_view(&node.cyc_view, r).expect("a replaceable entry in the view");
-                        node.cyc_view.remove(at);
-                    }
-                }
-            }
-            node.cyc_view.push(d.clone());
-        }
-    }
-
-    fn cyc_keep(&mut self, i: u32, d: Entry) {
-        let view_size = self.cfg.cyc_view;
-        let node = self.node(i);
-        if let Some(at) = node.reserve.iter().position(|e| e.id == d.id) {
-            node.reserve.remove(at);
-        }
-        node.reserve.push(d);
-        if node.reserve.len() > view_size {
-            node.reserve.remove(0);
-        }
-    }
-
     fn cyc_tick(&mut self, i: u32) {
-        let (view_size, refill, shuffle) = (self.cfg.cyc_view, self.cfg.refill, self.cfg.cyc_shuffle);
-        if self.nd(i).cyc_view.is_empty() && refill {
+        if self.nd(i).cyc_view.is_empty() && self.cfg.cyclon.refill {
             let others = self.union(i, Some(CYC));
-            let node = self.node(i);
-            let pool: Vec<Entry> =
-                if others.is_empty() { node.reserve.iter().rev().cloned().collect() } else { others };
-            node.cyc_view.extend(pool.into_iter().take(view_size));
+            let node = self.nodes[i as usize].as_mut().expect("a node the engine holds");
+            if others.is_empty() {
+                self.cfg.cyclon.refill(&mut node.cyc_view, node.reserve.iter().rev().cloned());
+            } else {
+                self.cfg.cyclon.refill(&mut node.cyc_view, others);
+            }
         }
         if self.nd(i).cyc_view.is_empty() {
             return;
         }
-        let node = self.node(i);
-        node.cyc_view.iter_mut().for_each(|d| d.age += 1);
-        let pick = pick_oldest(node.cyc_view.iter(), &mut node.rng);
-        let q = node.cyc_view.remove(pick);
-        if refill {
-            self.cyc_keep(i, q.clone());
-        }
         let deadline = self.now + self.cfg.timeout[CYC];
-        let node = self.node(i);
-        let k = (shuffle - 1).min(node.cyc_view.len());
-        let (mut at, mut pool) = (Vec::new(), Vec::new());
-        let positions: Vec<u32> = (0..node.cyc_view.len() as u32).collect();
-        node.rng.sample(&positions, k, &mut at, &mut pool);
-        let sent: Vec<Entry> = at.iter().map(|&p| node.cyc_view[p as usize].clone()).collect();
+        let (mut sent, mut scratch) = (Vec::new(), std::mem::take(&mut self.cyc_scratch));
+        let node = self.nodes[i as usize].as_mut().expect("a node the engine holds");
+        age_all(node.cyc_view.iter_mut());
+        let q = self.cfg.cyclon.exchange(&mut node.cyc_view, &mut node.reserve, &mut node.rng, &mut sent, &mut scratch);
         expect(&mut node.cyc_pending, q.id, deadline, sent.iter().map(|d| d.id).collect());
+        self.cyc_scratch = scratch;
         let mut entries = vec![self.me(i)];
         entries.extend(sent);
         self.send(i, q.id, CYC, false, entries);
@@ -648,21 +577,20 @@ impl PolderEngine {
 
     fn cyc_deliver(&mut self, src: u32, dst: u32, reply: bool, entries: Vec<Entry>) {
         let now = self.now;
+        let mut scratch = std::mem::take(&mut self.cyc_scratch);
+        let node = self.nodes[dst as usize].as_mut().expect("a node the engine holds");
         if reply {
-            let node = self.node(dst);
             if let Some(kept) = take(&mut node.cyc_pending, src, now, &mut node.late[CYC]) {
-                self.cyc_merge(dst, &entries, &kept);
+                self.cfg.cyclon.merge(&mut node.cyc_view, dst, &entries, &kept, &mut scratch);
             }
+            self.cyc_scratch = scratch;
             return;
         }
-        let shuffle = self.cfg.cyc_shuffle;
-        let node = self.node(dst);
-        let candidates: Vec<u32> = (0..node.cyc_view.len() as u32).filter(|&p| node.cyc_view[p as usize].id != src).collect();
-        let (mut at, mut pool) = (Vec::new(), Vec::new());
-        node.rng.sample(&candidates, shuffle.min(candidates.len()), &mut at, &mut pool);
-        let answer: Vec<Entry> = at.iter().map(|&p| node.cyc_view[p as usize].clone()).collect();
+        let mut answer = Vec::new();
+        self.cfg.cyclon.answer(&node.cyc_view, src, &mut node.rng, &mut answer, &mut scratch);
         let ids: Vec<u32> = answer.iter().map(|d| d.id).collect();
-        self.cyc_merge(dst, &entries, &ids);
+        self.cfg.cyclon.merge(&mut node.cyc_view, dst, &entries, &ids, &mut scratch);
+        self.cyc_scratch = scratch;
         self.send(dst, src, CYC, true, answer);
     }
 
@@ -1372,7 +1300,7 @@ impl PolderEngine {
         }
         Ok(PolderEngine {
             cfg: Config {
-                cyc_view, cyc_shuffle, refill, vic_view, vic_gossip, ring_size, ring_gossip, period, timeout,
+                cyclon: Cyclon { view_size: cyc_view, shuffle_length: cyc_shuffle, refill }, vic_view, vic_gossip, ring_size, ring_gossip, period, timeout,
                 layer_bytes, max_mode, removal_on_timeout, nearest_first, fanout, shortcuts, seen_capacity,
             },
             topics: vec![Vec::new(); nodes], bits: vec![Vec::new(); nodes], base_size: vec![0; nodes], topic_bytes, topic_rank,
@@ -1382,7 +1310,7 @@ impl PolderEngine {
             frozen_s: 0.0, node_marks: Marks::new(nodes), topic_marks: Marks::new(topics),
             topic_marks2: Marks::new(topics), event_topic: Vec::new(), span_seq: 0, spans: Vec::new(),
             handed_in: Vec::new(), handed_out: HashMap::new(),
-            out_profiles: Vec::new(),
+            out_profiles: Vec::new(), cyc_scratch: Scratch::default(),
         })
     }
 
@@ -1502,13 +1430,16 @@ impl PolderEngine {
             }
             entries.push(Entry { id: node, age: 0, prof: self.profile(node, prio) });
         }
-        self.node(i).alive = true;
-        self.cyc_merge(i, &entries, &[]);
-        if self.cfg.refill {
+        let mut scratch = std::mem::take(&mut self.cyc_scratch);
+        let node = self.nodes[i as usize].as_mut().expect("a node the engine holds");
+        node.alive = true;
+        self.cfg.cyclon.merge(&mut node.cyc_view, i, &entries, &[], &mut scratch);
+        if self.cfg.cyclon.refill {
             for d in entries {
-                self.cyc_keep(i, d);
+                self.cfg.cyclon.keep(&mut node.reserve, d);
             }
         }
+        self.cyc_scratch = scratch;
         let now = self.now;
         for layer in [CYC, RING, VIC] {
             let period = self.cfg.period[layer];
