@@ -370,8 +370,6 @@ def _unsupported_poldercast(sim: Simulation) -> str | None:
             return f"node {i}'s layers draw their first ticks in another order than PolderCast's"
         if (vicinity.sampling, rings.overlay, rings.sampling) != (LAYER, VICINITY, LAYER):
             return "the layers take partners from other layers than PolderCast's"
-        if core.config.ring_failover:
-            return "ring_failover is on"
         for d in (*cyclon.view.values(), *cyclon.reserve.values(), *vicinity.view.values(), *rings.view.values()):
             if (reason := foreign(d)) is not None:
                 return reason
@@ -467,7 +465,7 @@ class NativePolderCast(_Loop):
             "layer_bytes": [codec.layer_bytes(name) for name in POLDERCAST_LAYERS],
             "priority_mode": vicinity.priority_mode, "ring_removal": rings.removal, "ring_selection": rings.selection,
             "fanout": some.config.fanout, "shortcut_layers": list(SHORTCUT_LAYERS[some.config.shortcut_source]),
-            "seen_capacity": some.seen.capacity}
+            "seen_capacity": some.seen.capacity, "ring_failover": some.config.ring_failover}
         engine = self.engine = overlaylab_native.PolderEngine(
             max(nodes) + 1, len(self.topics), options, link, words, [codec.priority_topic_bytes(t) for t in self.topics],
             [by_name[t] for t in self.topics])

@@ -23,6 +23,7 @@ from node.kit.links import LinkRule
 from node.kit.types import Descriptor
 from node.protocols.cyclon.layer import Cyclon, CyclonConfig
 from node.protocols.gossip.protocol import GossipConfig
+from node.protocols.poldercast.ringcast import RingCast
 from node.sim import Simulation, mirror, native
 from node.sim.check import Diverged, first_divergence
 
@@ -131,8 +132,6 @@ def test_engine_native_names_what_it_cannot_run(tmp_path):
         run(tmp_path, "native", sim={"wire_codec": True})
     with pytest.raises(RuntimeError, match="neither a CYCLON nor a PolderCast node"):
         run(tmp_path, "native", protocol={"name": "spidercast"})
-    with pytest.raises(RuntimeError, match="ring_failover is on"):
-        run(tmp_path, "native", protocol={"name": "poldercast", "params": {"ring_failover": True}})
 
 
 # --- the PolderCast loop -------------------------------------------------------------------------
@@ -191,14 +190,19 @@ def test_poldercast_is_handed_back_for_a_partition_and_taken_again_after_it(tmp_
 
 
 @compiled
-@pytest.mark.parametrize("leave", ["crash", "graceful"])
-def test_poldercast_churn_runs_inside_the_loop(tmp_path, leave):
+@pytest.mark.parametrize("leave,failover", [("crash", False), ("graceful", False), ("crash", True)])
+def test_poldercast_churn_runs_inside_the_loop(tmp_path, monkeypatch, leave, failover):
     """E5's setting, small: nodes offline at the start join later, sessions end in crashes (or
     graceful leaves) and nodes rejoin with their state (``resume``), a flash crowd and a sharp
-    drop; the loop runs joins and departures itself, so it keeps the run (almost every step
-    compiled), and every output file is the Python cores'."""
+    drop, with and without ``ring_failover`` (a copy to a dead ring neighbour goes to the next);
+    the loop runs joins and departures itself, so it keeps the run (every step compiled), and
+    every output file is the Python cores'."""
+    failovers = []
+    on_send_failed = RingCast.on_send_failed
+    monkeypatch.setattr(RingCast, "on_send_failed", lambda self, *a: (failovers.extend(r := on_send_failed(self, *a)), r)[1])
     meta = assert_same_run(tmp_path, **{
         **POLDERCAST, "phases": {"warmup_s": 8, "drain_s": 2},
+        "protocol": {"name": "poldercast", "params": {"ring_failover": failover}},
         "churn": {"model": "sessions", "fraction": 0.3, "session": {"mean_s": 4}, "downtime": {"mean_s": 2},
                   "start_s": 0, "leave": leave, "rejoin": "resume",
                   "phases": [{"kind": "flash_crowd", "at_s": 0, "nodes": 30, "over_s": 3},
@@ -208,6 +212,7 @@ def test_poldercast_churn_runs_inside_the_loop(tmp_path, leave):
     kinds = Counter(e["kind"] for e in entries if not e.get("initial"))
     assert kinds["join"] > 50 and kinds["crash" if leave == "crash" else "leave"] > 30
     assert meta["sim_native_steps"] == meta["sim_steps"] and meta["sim_native_takes"] == 1  # never handed back
+    assert bool(failovers) == failover  # the Python run's: copies re-sent past a dead ring neighbour
 
 
 @compiled
@@ -409,4 +414,4 @@ def test_options_cross_into_the_loops_by_name():
             "cyclon.view_size": 8, "cyclon.shuffle_length": 4, "cyclon.refill": True, "vicinity_view": 8,
             "vicinity_gossip": 4, "ring_size": 4, "ring_gossip": 4, "periods_s": [1.0] * 3, "timeouts_s": [0.5] * 3,
             "layer_bytes": [9] * 3, "priority_mode": "max", "ring_removal": "on_timeout", "ring_selection": "nearest",
-            "fanout": 2, "shortcut_layers": ["cyclon"], "seen_capacity": 10}, link, words, [3], [0])
+            "fanout": 2, "shortcut_layers": ["cyclon"], "seen_capacity": 10, "ring_failover": False}, link, words, [3], [0])

@@ -254,6 +254,7 @@ struct Config {
     fanout: usize,
     shortcuts: (bool, bool),
     seen_capacity: usize,
+    ring_failover: bool,
 }
 
 /// The PolderCast overlay of a whole simulation. See `node/sim/native.py` for its use.
@@ -1113,6 +1114,30 @@ impl PolderEngine {
         }
     }
 
+    /// `RingCast.on_send_failed` with `ring_failover`: an event copy to a dead ring neighbour
+    /// (the first of a side of the event's ring) drops it from RINGS (`Rings.drop`) and goes, as
+    /// it was, to the side's next neighbour (each once), under the failed copy's parent span.
+    fn failover(&mut self, msg: Msg) {
+        let (src, dst, t) = (msg.src, msg.dst, self.event_topic[msg.event as usize]);
+        let Ok(p) = self.topics[src as usize].binary_search(&t) else { return };
+        let node = self.nd(src);
+        let (on_succ, on_pred) = (node.succ[p].first() == Some(&dst), node.pred[p].first() == Some(&dst));
+        if !on_succ && !on_pred {
+            return; // a shortcut, or a neighbour already replaced
+        }
+        self.ring_drop(src, dst);
+        let node = self.nd(src);
+        let mut nexts: Vec<u32> = Vec::new();
+        for (on, side) in [(on_succ, &node.succ[p]), (on_pred, &node.pred[p])] {
+            if let (true, Some(&n)) = (on, side.first()) {
+                if !nexts.contains(&n) {
+                    nexts.push(n);
+                }
+            }
+        }
+        self.send_event(src, nexts, msg.event, msg.hops, msg.span);
+    }
+
     fn saw(&mut self, i: u32, event: u32) {
         let capacity = self.cfg.seen_capacity;
         let node = self.node(i);
@@ -1164,6 +1189,9 @@ impl PolderEngine {
         let alive = self.nodes.get(msg.dst as usize).and_then(Option::as_ref).is_some_and(|n| n.alive);
         if !alive {
             self.node(msg.src).count(LOST_TO_DEAD_PEER, 1);
+            if msg.layer == EVENT && self.cfg.ring_failover && self.nd(msg.src).alive {
+                self.failover(msg);
+            }
             return;
         }
         match msg.layer {
@@ -1266,7 +1294,7 @@ impl PolderEngine {
     /// `options` by name, as PolderCast's config names them: CYCLON's `cyclon.view_size`,
     /// `cyclon.shuffle_length`, `cyclon.refill`; `vicinity_view`, `vicinity_gossip`,
     /// `ring_size`, `ring_gossip`, `priority_mode`, `ring_removal`, `ring_selection`, `fanout`,
-    /// `seen_capacity`, `shortcut_layers` (the layers `shortcut_source` names); per layer
+    /// `seen_capacity`, `ring_failover`, `shortcut_layers` (the layers `shortcut_source` names); per layer
     /// (CYCLON, VICINITY, RINGS) `periods_s`, `timeouts_s` and `layer_bytes`. `link` as in
     /// `link_options`.
     #[new]
@@ -1282,7 +1310,7 @@ impl PolderEngine {
         let max_mode = o.choice("priority_mode", &["max", "sum"])? == 0;
         let removal_on_timeout = o.choice("ring_removal", &["on_timeout", "on_initiate"])? == 0;
         let nearest_first = o.choice("ring_selection", &["nearest_first", "random"])? == 0;
-        let (fanout, seen_capacity) = (o.usize("fanout")?, o.usize("seen_capacity")?);
+        let (fanout, seen_capacity, ring_failover) = (o.usize("fanout")?, o.usize("seen_capacity")?, o.bool("ring_failover")?);
         let shortcut_layers = o.strings("shortcut_layers")?;
         if shortcut_layers.iter().any(|l| l != "cyclon" && l != "vicinity") {
             return Err(PyValueError::new_err(format!("option shortcut_layers: {shortcut_layers:?} names other layers than cyclon and vicinity")));
@@ -1301,7 +1329,7 @@ impl PolderEngine {
         Ok(PolderEngine {
             cfg: Config {
                 cyclon: Cyclon { view_size: cyc_view, shuffle_length: cyc_shuffle, refill }, vic_view, vic_gossip, ring_size, ring_gossip, period, timeout,
-                layer_bytes, max_mode, removal_on_timeout, nearest_first, fanout, shortcuts, seen_capacity,
+                layer_bytes, max_mode, removal_on_timeout, nearest_first, fanout, shortcuts, seen_capacity, ring_failover,
             },
             topics: vec![Vec::new(); nodes], bits: vec![Vec::new(); nodes], base_size: vec![0; nodes], topic_bytes, topic_rank,
             rid: vec![0; nodes], link_delay_ms: link.0, link_jitter_ms: link.1, link_loss: link.2,
