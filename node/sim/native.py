@@ -13,12 +13,15 @@ its kind and nothing else is going on:
 
 and, for both, the link one rule for every destination with a constant base delay, no bandwidth
 and no partition, ``sim.wire_codec`` and ``sim.check_invariants`` off. It runs there (timers,
-exchanges, link delays and losses, counters, settled snapshots) until something else is asked
-of the simulation: a scheduled call not marked ``native_ok`` (a publication, a join, a crash, a
-partition) or a direct call on the simulator; then every node's state, the queue, the clocks
-and the random states are written back into the Python objects, and the run carries on in
-Python as if it had run there all along. The hand-over is one way. ``Stack.now``, the time of a
-core's last call, is not written back (every call sets it before use).
+exchanges, link delays and losses, counters, settled snapshots, joins, leaves and crashes; in
+the PolderCast loop publications too) until something else is asked of the simulation: a
+scheduled call not marked ``native_ok`` (a partition; in the CYCLON loop a publication) or a
+direct call on the simulator (a fresh core replacing a node's); then every node's state
+(through ``Stack.export_state``/``import_state``), the queue, the clocks and the random states
+are written back into the Python objects, and the run carries on in Python as if it had run
+there all along, until the simulator hands it over again. ``Stack.now``, the time of a core's
+last call, is not written back (every call sets it before use). Configs cross into the loops
+as options by name.
 
 The Python cores are the reference: tests/unit/test_native.py runs experiments both ways on
 the same seeds and compares every output file byte for byte.
