@@ -9,7 +9,8 @@ and CPU time (every run, and the ratio of the fastest of each side) and peak RSS
 
 The baseline is checked out into a temporary git worktree and imported ahead of this tree
 (each run's working directory is its tree: ``python -m`` puts it first on ``sys.path``), with
-this tree's virtual environment; each side runs its own tree's copy of the experiment file.
+this tree's virtual environment but its own compiled loops (built from its tree where cargo is
+present); each side runs its own tree's copy of the experiment file.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -85,8 +87,23 @@ def worktree(commit: str) -> Iterator[Path]:
             subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, capture_output=True)
 
 
-def run_case(tree: Path, args: list[str], out: Path) -> dict:
-    cmd = ["env", f"PYTHONPATH={tree}", sys.executable, "-c", CHECKED_RUN, str(tree),
+def own_extension(tree: Path, into: Path) -> Path | None:
+    """``tree``'s compiled loops (node/sim/native/) built and installed into ``into``, which goes
+    ahead of the virtual environment's for that tree's runs: each side runs the loops its code
+    was verified with. None where the tree has none or cargo is absent (its runs use Python's)."""
+    if not (tree / "node/sim/native/Cargo.toml").exists() or not shutil.which("cargo"):
+        return None
+    wheels = into / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(wheels), str(tree / "node/sim/native")],
+                   check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(into / "site"),
+                    *map(str, wheels.glob("*.whl"))], check=True)
+    return into / "site"
+
+
+def run_case(tree: Path, args: list[str], out: Path, extension: Path | None = None) -> dict:
+    path = f"{tree}:{extension}" if extension else str(tree)
+    cmd = ["env", f"PYTHONPATH={path}", sys.executable, "-c", CHECKED_RUN, str(tree),
            str(tree / args[0]), *args[1:], "--out", str(out), "--no-analyze"]
     r = timed(cmd, cwd=tree)
     r.pop("stdout")
@@ -110,13 +127,14 @@ def main() -> None:
                                 capture_output=True, text=True).stdout.strip())
     cases = {}
     with tempfile.TemporaryDirectory() as tmp, worktree(baseline) as base_tree:
+        extensions = {"baseline": own_extension(base_tree, Path(tmp) / "baseline-native"), "current": None}
         for name in args.case or sorted(CASES):
             runs: dict[str, list[dict]] = {"baseline": [], "current": []}
             for k in range(args.repeat):
                 for label, tree in (("baseline", base_tree), ("current", ROOT)):
                     out = Path(tmp) / f"{name}-{label}-{k}"
                     out.mkdir()
-                    runs[label].append(run_case(tree, CASES[name], out))
+                    runs[label].append(run_case(tree, CASES[name], out, extensions[label]))
                     print(f"{name} {label} #{k}: {runs[label][-1]['wall_s']} s", flush=True)
             # the fastest of the repeats: the run the shared machine disturbed least
             wall = {label: min(r["wall_s"] for r in rs) for label, rs in runs.items()}

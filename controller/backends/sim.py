@@ -38,6 +38,7 @@ from node.kit import create_protocol
 from node.kit.rejoin import core_seed
 from node.kit.types import Descriptor
 from node.sim import Simulation, SpanColumns
+from node.sim.accelerators import NoAccelerator
 from node.sim.check import Diverged, bisect, differences
 from node.sim.engine import paused_gc
 
@@ -346,7 +347,7 @@ class _Check:
         twin = self.twin.sim
         try:
             twin.run_until(t)
-        except RuntimeError as e:  # engine native: no compiled loop can take it
+        except NoAccelerator as e:
             raise ExperimentError(f"sim.engine: check: {e}") from None
         if t - self.checked_at >= self.every_s - 1e-9:
             self.compare(sim, t)

@@ -46,6 +46,7 @@ def _load(args) -> Experiment:
 def cmd_run(args) -> int:
     from controller.backends import get_runner
     from controller.backends.rundir import RunDir
+    from node.sim.accelerators import NoAccelerator
     from node.sim.check import Diverged
 
     exp = _load(args)
@@ -60,6 +61,9 @@ def cmd_run(args) -> int:
     except KeyboardInterrupt:
         console.print(f"[yellow]interrupted: every peer stopped; what was written is in {rd.path}[/]")
         return 130
+    except NoAccelerator as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     except Diverged as e:
         print(f"error: sim.engine check: {e}\n(the run from the Python cores stopped there: {rd.path})", file=sys.stderr)
         return 1

@@ -19,6 +19,10 @@ if TYPE_CHECKING:
 
 ACCELERATORS = {"native": "node.sim.native:loop_for"}
 """Accelerator name -> the function that offers its loop for a simulation."""
+class NoAccelerator(RuntimeError):
+    """``sim.engine: native``, and no compiled loop can run the simulation (the reason says why)."""
+
+
 STALE = "was verified against other Python code"
 """In the reason a loop gives for not running: code it mirrors changed since it was verified."""
 

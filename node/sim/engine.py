@@ -24,7 +24,7 @@ from node.kit.interpret import DROPPED_BY_LINK, LOST_TO_DEAD_PEER, MALFORMED, Ev
 from node.kit.links import LinkModel, LinkRule
 from node.kit.stack import Stack
 from node.kit.types import Action, Descriptor, EventMsg, NodeSnapshot, RemoteProtocolError, Send
-from node.sim.accelerators import STALE, Accelerator, accelerator_for
+from node.sim.accelerators import STALE, Accelerator, NoAccelerator, accelerator_for
 from node.wire import codec
 from node.wire.snapshots import snapshot_table
 
@@ -336,7 +336,7 @@ class Simulation:
             with paused_gc():
                 self._native.take()
         elif self.engine_mode == "native" and not again:
-            raise RuntimeError(f"sim.engine is native, but no compiled loop can run this: {reason}")
+            raise NoAccelerator(f"sim.engine is native, but no compiled loop can run this: {reason}")
 
     # --- internals --------------------------------------------------------------------------
 
