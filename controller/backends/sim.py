@@ -308,7 +308,7 @@ class _SimRun:
         rd.write_json("run.json", run_meta(
             exp, rd, started_ns=0, measure_start_ns=ns(exp.phases.warmup_s), ended_ns=end_ns,
             frozen_ns=ns(sim.frozen_s), sim_steps=sim.steps, sim_native_steps=sim.native_steps,
-            sim_native_takes=sim.native_takes, sim_native_stale=sim.native_stale,
+            sim_native_takes=sim.native_takes, sim_native_loops=sim.native_loops, sim_native_stale=sim.native_stale,
             **({"sim_check": check.record()} if check is not None else {}),
             spans=self.spans.count,
             events_planned=len(plan.publications) + plan.skipped_publications, skipped_publications=plan.skipped_publications,

@@ -37,6 +37,9 @@ class Accelerator(Protocol):
     """Scheduled calls by the handle ``engine.run_until`` returns when one falls due."""
     publishes: bool
     """Whether a publication runs in the loop (otherwise the run is handed back for it)."""
+    kind: str
+    verified: str
+    """A digest of the Python code the loop was verified against."""
 
     def take(self) -> None: ...
     def give_back(self) -> None: ...

@@ -131,6 +131,8 @@ class Simulation:
         """Steps the compiled loop ran."""
         self.native_takes = 0
         """How often a compiled loop took the run over (each after a hand-back but the first)."""
+        self.native_loops: dict[str, str] = {}
+        """The compiled loops that ran, each with the digest of the code it was verified against."""
         self.native_stale: str | None = None
         """Why a compiled loop that could have run did not: Python code it mirrors changed since
         it was verified (said once, as a warning; run.json records it)."""
@@ -333,6 +335,7 @@ class Simulation:
         if loop is not None:
             self._native = loop(self)
             self.native_takes += 1
+            self.native_loops[self._native.kind] = self._native.verified
             with paused_gc():
                 self._native.take()
         elif self.engine_mode == "native" and not again:

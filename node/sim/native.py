@@ -29,8 +29,10 @@ the same seeds and compares every output file byte for byte.
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import itertools
+import json
 import os
 import random
 from collections import Counter
@@ -94,6 +96,13 @@ def loop_for(sim: Simulation) -> tuple[type[NativeCyclon] | type[NativePolderCas
     if reason is None and not sim.unverified_ok:
         reason = unverified(loop.kind)
     return (loop, None) if reason is None else (None, reason)
+
+
+def verified_digest(kind: str) -> str:
+    """The fingerprint of the Python code the ``kind`` loop was verified against, in one digest
+    (of what the extension embeds; run.json records it)."""
+    against = json.loads(overlaylab_native.verified()).get(kind, {})
+    return hashlib.sha256(json.dumps(against, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def unverified(kind: str) -> str | None:
@@ -161,6 +170,8 @@ class _Loop:
 
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
+        self.verified = verified_digest(self.kind)
+        """The digest of the code this loop was verified against (``verified_digest``)."""
         self.calls: dict[int, tuple[Any, bool]] = {}
         self.rng_versions: dict[int, tuple[int, Any]] = {}
         self.handles = itertools.count()

@@ -212,6 +212,7 @@ def test_poldercast_churn_runs_inside_the_loop(tmp_path, monkeypatch, leave, fai
     kinds = Counter(e["kind"] for e in entries if not e.get("initial"))
     assert kinds["join"] > 50 and kinds["crash" if leave == "crash" else "leave"] > 30
     assert meta["sim_native_steps"] == meta["sim_steps"] and meta["sim_native_takes"] == 1  # never handed back
+    assert meta["sim_native_loops"] == {"poldercast": native.verified_digest("poldercast")}
     assert bool(failovers) == failover  # the Python run's: copies re-sent past a dead ring neighbour
 
 
