@@ -98,9 +98,9 @@ class Diverged(RuntimeError):
         self.divergence = divergence
 
 
-def differences(py: Simulation, native: Simulation) -> dict[int, dict[str, tuple[Any, Any]]]:
+def differences(py: Simulation, native: Simulation, resume: bool = True) -> dict[int, dict[str, tuple[Any, Any]]]:
     """Per node, the fields whose values differ: (Python's, the compiled loop's). Hands the
-    compiled run back to compare and lets it take the run again after."""
+    compiled run back to compare and (``resume``) lets it take the run again after."""
     py.sync()
     native.sync()
     out: dict[int, dict[str, tuple[Any, Any]]] = {}
@@ -109,7 +109,8 @@ def differences(py: Simulation, native: Simulation) -> dict[int, dict[str, tuple
         diff = {k: (a.get(k), b.get(k)) for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)}
         if diff:
             out[i] = diff
-    native.resume_native()
+    if resume:
+        native.resume_native()
     return out
 
 
@@ -124,14 +125,14 @@ def bisect(build: Callable[[str], Simulation], lo: float, hi: float, resolution:
 
     while hi - lo > resolution:
         mid = (lo + hi) / 2
-        if differences(run("python", mid), run("native", mid)):
+        if differences(run("python", mid), run("native", mid), resume=False):
             hi = mid
         else:
             lo = mid
     before = run("python", lo)
     due = [_entry(at, kind, data) for at, _, kind, data in sorted(before.queue, key=lambda e: e[:2]) if lo < at <= hi]
     py = run("python", hi)
-    return Divergence(hi, py.steps, differences(py, run("native", hi)), due)
+    return Divergence(hi, py.steps, differences(py, run("native", hi), resume=False), due)
 
 
 def first_divergence(build: Callable[[str], Simulation], t_end: float, every_s: float = 1.0,
