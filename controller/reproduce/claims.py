@@ -50,11 +50,12 @@ class Run:
 
 @dataclass(frozen=True)
 class Expect:
-    """What the paper says of the number: ``op`` one of ``>=``, ``<=``, ``==`` (within ``tol``,
+    """What the paper says of the number (of every number, for a sequence): ``op`` one of ``>=``,
+    ``<=``, ``between`` (``value`` = (low, high), widened by ``abs_tol``), ``==`` (within ``tol``,
     relative), ``decreasing``, ``increasing`` (a sequence), ``true``; ``value``: the paper's
     number (or bound); ``shape``: for ``==``, the ordering or trend to fall back on."""
 
-    op: Literal[">=", "<=", "==", "decreasing", "increasing", "true"]
+    op: Literal[">=", "<=", "between", "==", "decreasing", "increasing", "true"]
     value: Any = None
     tol: float = 0.0
     abs_tol: float = 0.0
@@ -65,9 +66,13 @@ class Expect:
         if ours is None:
             return "not reproduced"
         if self.op == ">=":
-            return "reproduced" if _num(ours) >= self.value else "not reproduced"
+            return "reproduced" if min(_values(ours)) >= self.value else "not reproduced"
         if self.op == "<=":
-            return "reproduced" if _num(ours) <= self.value else "not reproduced"
+            return "reproduced" if max(_values(ours)) <= self.value else "not reproduced"
+        if self.op == "between":
+            lo, hi = self.value
+            return "reproduced" if all(lo - self.abs_tol <= v <= hi + self.abs_tol for v in _values(ours)) \
+                else "not reproduced"
         if self.op == "true":
             return "reproduced" if ours is True else "not reproduced"
         if self.op in ("decreasing", "increasing"):
@@ -84,6 +89,8 @@ class Expect:
             return f"{self.value} ± {within}" + (f" (shape: {self.shape})" if self.shape else "")
         if self.op in ("decreasing", "increasing", "true"):
             return self.op
+        if self.op == "between":
+            return f"between {self.value[0]} and {self.value[1]}" + (f" (± {self.abs_tol:g})" if self.abs_tol else "")
         return f"{self.op} {self.value}"
 
 

@@ -83,6 +83,10 @@ SERVER_OPTIONS = [
     # through it in a second or two. The queue is bounded by the peer's own transport instead.
     ("grpc.server.max_pending_requests", 1 << 20),
     ("grpc.server.max_pending_requests_hard_limit", 1 << 20),
+    # ... and cancels (CANCELLED) a call that waited 30 s for the application to take it up: on
+    # a loaded host a peer's event loop takes a burst's calls up later than that. The caller's
+    # deadline bounds the wait instead.
+    ("grpc.server_max_unrequested_time_in_server", 3600),
 ]
 UNLINK_EVERY_S = 1.0
 """stream: how often the links to addresses no peer here links to any more are closed (StaN)."""

@@ -17,7 +17,28 @@ F3_RUNS = {"quick": tuple(Run(POISSON, (*BELOW, f"nodes.count={n}", "sim.network
 F7_RUNS = {"quick": (Run(ACL, ("sim.networks=1", "publications.count=100")),),
            "paper": (Run(ACL, ("sim.networks=20", "publications.count=400")),)}
 
+ABOVE = "experiments/gossip-poisson-above.yaml"
+SIGMAS, GAMMAS = (0.15, 0.2, 0.3, 0.4, 0.5, 0.6), (0.15, 0.2, 0.3, 0.4, 0.5, 0.6)
+ABOVE_SCALE = {"quick": ("nodes.count=2000", "sim.networks=2", "publications.count=50"),
+               "paper": ("nodes.count=10000", "sim.networks=20", "publications.count=400")}
+
+
+def above_runs(points: list[tuple[float, float]]) -> dict[str, tuple[Run, ...]]:
+    """Poisson λ = 5 above the transition, one run per (γ, σ)."""
+    return {scale: tuple(Run(ABOVE, (*sets, f"protocol.params.gamma={g}", f"workload.sigma={s}")) for g, s in points)
+            for scale, sets in ABOVE_SCALE.items()}
+
+
+def reach_share(summaries: list[dict]) -> list[float]:
+    """Mean receivers over the nodes of a network, per run."""
+    return [s["protocol_metrics"]["receivers_fraction"] for s in summaries]
+
+
 CHECKS = {
+    "F4": Check(above_runs([(0.1, s) for s in SIGMAS]), reach_share, Expect("increasing"), {"gamma": 0.1, "mean_degree": 5},
+                x=SIGMAS, x_label="σ", note="mean share of the nodes an event reaches, per σ (γ = 0.1)"),
+    "F5": Check(above_runs([(g, 0.1) for g in GAMMAS]), reach_share, Expect("increasing"), {"sigma": 0.1, "mean_degree": 5},
+                x=GAMMAS, x_label="γ", note="mean share of the nodes an event reaches, per γ (σ = 0.1)"),
     "F3": Check(F3_RUNS, lambda s: [x["protocol_metrics"]["model"]["sim_over_model"] for x in s],
                 {scale: Expect("==", [1.0] * len(n), tol=0.15) for scale, n in N.items()},
                 {"gamma": 0.1, "sigma": 0.05, "mean_degree": 5}, x=N, x_label="N",
