@@ -52,10 +52,12 @@ class Run:
 class Expect:
     """What the paper says of the number (of every number, for a sequence): ``op`` one of ``>=``,
     ``<=``, ``between`` (``value`` = (low, high), widened by ``abs_tol``), ``==`` (within ``tol``,
-    relative), ``decreasing``, ``increasing`` (a sequence), ``true``; ``value``: the paper's
-    number (or bound); ``shape``: for ``==``, the ordering or trend to fall back on."""
+    relative), ``decreasing``, ``increasing`` (a sequence), ``true``, ``all`` (``value``: an
+    Expect per part of a claim, ``ours`` a value per part; the weakest part's verdict);
+    ``value``: the paper's number (or bound); ``shape``: for ``==``, the ordering or trend to
+    fall back on."""
 
-    op: Literal[">=", "<=", "between", "==", "decreasing", "increasing", "true"]
+    op: Literal[">=", "<=", "between", "==", "decreasing", "increasing", "true", "all"]
     value: Any = None
     tol: float = 0.0
     abs_tol: float = 0.0
@@ -65,6 +67,9 @@ class Expect:
     def verdict(self, ours: Any) -> Verdict:
         if ours is None:
             return "not reproduced"
+        if self.op == "all":
+            parts = {part.verdict(v) for part, v in zip(self.value, ours, strict=True)}
+            return next(v for v in ("not reproduced", "shape only", "within tolerance", "reproduced") if v in parts)
         if self.op == ">=":
             return "reproduced" if min(_values(ours)) >= self.value else "not reproduced"
         if self.op == "<=":
@@ -83,12 +88,18 @@ class Expect:
             return "shape only"
         return "not reproduced"
 
+    def paper(self) -> Any:
+        """The paper's number(s), as the report shows them."""
+        return [part.paper() for part in self.value] if self.op == "all" else self.value
+
     def describe(self) -> str:
         if self.op == "==":
             within = " or ".join(w for w in (f"{self.tol:.0%}" if self.tol else "", f"{self.abs_tol:g}" if self.abs_tol else "") if w)
             return f"{self.value} ± {within}" + (f" (shape: {self.shape})" if self.shape else "")
         if self.op in ("decreasing", "increasing", "true"):
             return self.op
+        if self.op == "all":
+            return "; ".join(part.describe() for part in self.value)
         if self.op == "between":
             return f"between {self.value[0]} and {self.value[1]}" + (f" (± {self.abs_tol:g})" if self.abs_tol else "")
         return f"{self.op} {self.value}"

@@ -85,7 +85,7 @@ def judge(claim: Claim, scale: Scale, summaries: dict[RunKey, dict | None]) -> d
     ours = check.metric([g for g in got if g is not None])
     expect, x = check.at(scale)
     verdict: Verdict = expect.verdict(ours)
-    return {**row, "verdict": verdict, "ours": ours, "paper": expect.value, "rule": expect.describe(),
+    return {**row, "verdict": verdict, "ours": ours, "paper": expect.paper(), "rule": expect.describe(),
             "options": check.options, "note": check.note, "x": x, "x_label": check.x_label, "runs": runs,
             "explained": check.explained if verdict == "not reproduced" else ""}
 

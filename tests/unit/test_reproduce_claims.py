@@ -55,3 +55,18 @@ def test_verdict_rules():
     assert Expect("==", [25.13, 54.74], abs_tol=5.0).verdict([24.3, 49.8]) == "within tolerance"
     assert Expect("==", 0.4, tol=0.25).verdict(mean_sd([0.31, 0.33, 0.29])) == "within tolerance"
     assert Expect("decreasing").verdict([3, 2, 1]) == "reproduced" and Expect("increasing").verdict([1, 1]) == "not reproduced"
+
+
+@pytest.mark.unit
+def test_bounds_hold_for_every_number_and_a_two_part_claim_takes_its_weakest_part():
+    assert Expect("<=", 12).verdict([10.2, 11.9]) == "reproduced" and Expect("<=", 12).verdict([10.2, 12.1]) == "not reproduced"
+    assert Expect(">=", 45).verdict([86.0, 44.9]) == "not reproduced"
+    between = Expect("between", (0.51, 0.82), abs_tol=0.05)
+    assert between.verdict([0.47, 0.86]) == "reproduced" and between.verdict([0.45]) == "not reproduced"
+    both = Expect("all", [Expect("decreasing"), Expect("==", [1.0, 2.0], tol=0.1, shape="increasing")])
+    assert both.verdict([[3, 2], [1.05, 2.1]]) == "within tolerance"
+    assert both.verdict([[3, 2], [1.5, 2.5]]) == "shape only"
+    assert both.verdict([[2, 3], [1.0, 2.0]]) == "not reproduced"
+    assert both.paper() == [None, [1.0, 2.0]] and "decreasing; " in both.describe()
+    with pytest.raises(ValueError):  # a part without a value is a registration error, not a verdict
+        both.verdict([[3, 2]])

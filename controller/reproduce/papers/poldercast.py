@@ -24,7 +24,55 @@ def last_rounds_hit_ratio(summaries: list[dict], rounds: int = 5) -> float:
     return sum(r["delivered"] for r in rows) / sum(r["expected"] for r in rows)
 
 
+def zero_miss_then_complete(summaries: list[dict]) -> list[float] | None:
+    """When the first publication round reached every subscriber (s), and the first cycle at
+    which every ring was complete (the run's last cycle + 1 where none was): P2 holds when the
+    first comes first. None where no round reached every subscriber."""
+    s = summaries[0]
+    zero = next((r["t_s"] for r in s["load"]["timeseries"] if r["published"] and r["hit_ratio"] == 1.0), None)
+    rings = s["protocol_metrics"]["ring_convergence"]
+    complete = next((r["cycle"] for r in rings if r["incomplete_rings_pct"] == 0), rings[-1]["cycle"] + 1)
+    return None if zero is None else [float(zero), float(complete)]
+
+
+E3 = "experiments/poldercast-e3-fanout.yaml"
+FANOUTS = (2, 3, 4, 5)
+SOURCES = ("both", "cyclon", "vicinity")
+E3_SCALE = {"quick": ("nodes.count=1000",), "paper": ()}
+E3_RUNS = {scale: tuple(Run(E3, (*sets, "sim.variants=[]", f"protocol.params.fanout={f}",
+                                 f"protocol.params.shortcut_source={src}"))
+                        for src in SOURCES for f in FANOUTS) for scale, sets in E3_SCALE.items()}
+E3_OPTIONS = {"ring_selection": "the file's (protocol default)", "fanout": FANOUTS, "shortcut_source": SOURCES}
+
+
+def e3(summaries: list[dict], source: str, key: str) -> list[float]:
+    """Per fanout, for shortcuts from ``source``: mean hops (``hops``) or duplication (``dup``)."""
+    at = SOURCES.index(source) * len(FANOUTS)
+    runs = summaries[at:at + len(FANOUTS)]
+    return [s["hops"]["mean"] if key == "hops" else s["duplication_factor"] for s in runs]
+
+
+def change(values: list[float]) -> float:
+    return values[-1] / values[0] - 1
+
+
 CHECKS = {
+    "P2": Check(RUNS, zero_miss_then_complete, Expect("increasing"), OPTIONS, x=("hit ratio 1 (s)", "rings complete (cycle)"),
+                x_label="E1", note="the first publication round that reached every subscriber, then the first cycle "
+                                   "with every ring complete (cycles are 1 s)"),
+    "P6": Check(E3_RUNS, lambda s: [e3(s, "both", "hops"), e3(s, "both", "dup")],
+                Expect("all", [Expect("decreasing"), Expect("increasing")]), E3_OPTIONS,
+                note="PolderCast (shortcuts from both): mean hops per f = 2..5, then duplication per f"),
+    "P7": Check(E3_RUNS, lambda s: [change(e3(s, "cyclon", "hops")), change(e3(s, "cyclon", "dup"))],
+                Expect("all", [Expect(">=", -0.05), Expect("<=", 0.05)]), E3_OPTIONS,
+                note="CYCLON-only shortcuts: relative change from f = 2 to f = 5 of mean hops (no drop: ≥ −5%), "
+                     "then of duplication (no rise: ≤ +5%)"),
+    "P8": Check(E3_RUNS, lambda s: [[e3(s, src, "hops")[0] for src in ("vicinity", "both", "cyclon")],
+                                    [e3(s, src, "dup")[0] for src in ("vicinity", "both", "cyclon")]],
+                Expect("all", [Expect("increasing"), Expect("decreasing")]), E3_OPTIONS,
+                note="at f = 2, shortcuts from VICINITY, both, CYCLON: mean hops (rising: VICINITY lowest, both "
+                     "between), then duplication (falling: VICINITY most); the share of nodes with 4 or more "
+                     "copies is not measured"),
     "P1": Check(RUNS, first_cycle_rings_complete, Expect("<=", 60), OPTIONS,
                 note="cycle at which at most 1% of the rings miss a link",
                 explained="the paper ran on crawled Twitter and Facebook data; the file's synthetic Chung-Lu "

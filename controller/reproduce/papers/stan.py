@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import statistics
+
+import numpy as np
+
 from controller.reproduce.claims import Check, Claim, Expect, Run, load, mean_sd
 
 GRID = "experiments/stan-synthetic.yaml"
@@ -24,6 +28,53 @@ CHECKS = {
                 OPTIONS, note="topic overlays in more than one weakly connected component at the end, over the seeds; "
                               "a member no one links to (members_without_in_links) is counted apart"),
 }
+UNIVERSES = "experiments/stan-universes.yaml"
+SIZES = {"livejournal": (10000, {25: 1105, 50: 2004, 100: 2898, 200: 3474, 400: 4173, 800: 4936}),
+         "wikipedia": (6000, {2: 3147, 4: 3568, 8: 4116, 16: 5153, 32: 5604, 64: 5781})}
+"""Table 1's universes (𝓛1-𝓛8, 𝓦1-𝓦8) as the file's sweep builds them: seeds → nodes."""
+UNIVERSE_SEEDS = {"quick": {"livejournal": (25, 50, 100), "wikipedia": (2, 4, 8)},
+                  "paper": {flavour: tuple(nodes) for flavour, (_, nodes) in SIZES.items()}}
+
+
+def universe_runs(scale: str) -> tuple[Run, ...]:
+    return tuple(Run(UNIVERSES, (f"workload.flavour={flavour}", f"workload.population={SIZES[flavour][0]}",
+                                 f"workload.seeds={k}", f"nodes.count={SIZES[flavour][1][k]}"))
+                 for flavour, ks in UNIVERSE_SEEDS[scale].items() for k in ks)
+
+
+UNIVERSE_RUNS = {scale: universe_runs(scale) for scale in UNIVERSE_SEEDS}
+
+
+def by_flavour(summaries: list[dict]) -> dict[str, list[dict]]:
+    """The universe runs' summaries, per flavour, smallest universe first."""
+    n = len(summaries) // 2
+    return {"livejournal": summaries[:n], "wikipedia": summaries[n:]}
+
+
+def share_improved(summaries: list[dict]) -> list[float]:
+    """In the largest universe of each flavour: the share of nodes whose final PVS is below their initial."""
+    return [statistics.fmean(p["fpvs"] < p["ipvs"] for p in runs[-1]["protocol_metrics"]["per_node"])
+            for runs in by_flavour(summaries).values()]
+
+
+def slope_ratio(summaries: list[dict]) -> list[float]:
+    """Per flavour: how many times faster mean PVS grows with the universe's topics without StaN
+    (initial) than with it (final), least-squares slopes over the universes."""
+    out = []
+    for runs in by_flavour(summaries).values():
+        topics = [s["topics"] for s in runs]
+        ipvs = np.polyfit(topics, [s["protocol_metrics"]["ipvs_mean"] for s in runs], 1)[0]
+        fpvs = np.polyfit(topics, [s["protocol_metrics"]["fpvs_mean"] for s in runs], 1)[0]
+        out.append(float(ipvs / fpvs))
+    return out
+
+
+CHECKS["S5"] = Check(UNIVERSE_RUNS, share_improved, Expect(">=", 0.5), OPTIONS, x=("𝓛 (largest)", "𝓦 (largest)"),
+                     x_label="universe", note="share of the nodes that end with a smaller PVS than they started "
+                                               "with, in the largest universe of each flavour run (paper: 𝓛8, 𝓦8)")
+CHECKS["S8"] = Check(UNIVERSE_RUNS, slope_ratio, Expect("==", [2.0, 2.0], tol=0.3), OPTIONS, x=("𝓛", "𝓦"),
+                     x_label="universes", note="initial PVS slope ÷ final PVS slope against the universe's topic count "
+                                                "(quick: the three smallest universes of each flavour)")
 NOT_TESTABLE = {
     "S3": "needs a Splay/PlanetLab deployment to compare with", "S4": "needs a Splay/PlanetLab deployment",
     "S12": "a heat map read off a figure", "S13": "distribution shapes read off figures",
