@@ -208,8 +208,10 @@ bench-peers: setup
 bench-poldercast: setup
 	$(PY) bench/poldercast.py $(if $(BASELINE_FULL),--baseline-full)
 
+# SPARK_BASELINE: the analysis it is timed and compared against (the job before its one-pass rewrite).
+SPARK_BASELINE ?= c1804e3
 bench-spark: setup
-	$(PY) bench/spark.py
+	$(PY) bench/spark.py --baseline $(SPARK_BASELINE)
 
 # This tree against BASELINE (a commit): run digests and wall time side by side (refactors).
 BASELINE ?= HEAD~1
