@@ -15,7 +15,7 @@ from pydantic import (
     model_validator,
 )
 
-from controller.experiment.strict import MAX_PUBLICATIONS, MAX_RATE_PER_S, DelayMs, Strict, by_model, tagged
+from controller.experiment.strict import MAX_PUBLICATIONS, MAX_RATE_PER_S, BandwidthKbps, DelayMs, Strict, by_model, tagged
 from node.kit.rejoin import RejoinPolicy
 
 
@@ -220,7 +220,7 @@ class Network(Strict):
     """Each message's delay varies uniformly in [delay - jitter, delay + jitter] (clipped at 0)."""
     loss: float = Field(0.0, ge=0.0, le=1.0)
     """Probability that a message is lost."""
-    bandwidth_kbps: Annotated[float, Field(ge=1.0, le=1e9)] | None = None
+    bandwidth_kbps: BandwidthKbps | None = None
     """Per-sender serialisation delay: message bytes x 8 / bandwidth (none: unlimited)."""
     partitions: list[Partition] = []
     """Node sets cut off from the others during a time window."""

@@ -7,13 +7,17 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
+from node.kit.links import BANDWIDTH_KBPS, MAX_DELAY_MS
+
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True, allow_inf_nan=False)
 
 
-DelayMs = Annotated[float, Field(ge=0.0, le=3_600_000.0)]
+DelayMs = Annotated[float, Field(ge=0.0, le=MAX_DELAY_MS)]
 """A link delay or its spread, in milliseconds: at most an hour."""
+BandwidthKbps = Annotated[float, Field(ge=BANDWIDTH_KBPS[0], le=BANDWIDTH_KBPS[1])]
+"""A link's bandwidth: 1 kbps to 1 Tbps."""
 MAX_RATE_PER_S = 100_000.0
 """The most publications per second a plan may ask for."""
 MAX_NODES = 1_000_000

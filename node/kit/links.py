@@ -18,6 +18,12 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+MAX_DELAY_MS = 3_600_000.0
+"""Longest delay, jitter or base delay a link may be given (an hour), wherever it is set: the
+experiment file, a Control call (``SetLinkRules``), a dynamics scenario."""
+BANDWIDTH_KBPS = (1.0, 1e9)
+"""A link's bandwidth, when it has one: from 1 kbps to 1 Tbps."""
+
 
 @dataclass(frozen=True, slots=True)
 class LinkRule:
@@ -80,3 +86,11 @@ class LinkModel:
             self._busy_until[src] = done
             delay += done - now
         return delay
+
+
+def latest_arrival_s(model: LinkModel, src: int, dst: int) -> float:
+    """The longest a message sent now from ``src`` to ``dst`` can take under ``model``'s rules
+    (delay + base + jitter, in seconds; serialisation behind a bandwidth aside): a message held
+    under earlier rules is released no later than this when the rules change."""
+    rule = model.rule_for(dst)
+    return (rule.delay_ms + rule.jitter_ms + (model.base(src, dst) if model.base is not None else 0.0)) / 1000.0

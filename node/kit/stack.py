@@ -21,6 +21,7 @@ Errors: a core raises :class:`RemoteProtocolError` for input a peer should never
 
 from __future__ import annotations
 
+import hashlib
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
@@ -326,8 +327,13 @@ class Stack:
         self.rule = rule
         self.seen = DuplicateFilter(seen_capacity)
         self.incarnation = "0"
-        """Part of every event id this node publishes (``node-incarnation-seq``): the driver gives a
-        node that starts over with a fresh core a new one, so no two events share an id."""
+        """Part of every event id this node publishes (``node-incarnation-seq``, then ``-tag`` with
+        an ``id_key``): the driver gives a node that starts over with a fresh core a new one, so
+        no two events share an id."""
+        self.id_key: bytes | None = None
+        """Set by the real transports: every event id this node publishes then ends with a hash of
+        the rest of the id keyed by this secret, so that an id seen tells nothing of the next
+        (another peer cannot send a copy ahead of an event under its id). None on ``sim``."""
         self.published = 0
         self.active = True
         self.now = 0.0
@@ -434,7 +440,10 @@ class Stack:
             raise LocalProtocolError("publish on a node that has left")
         self.rule.check_publish(topic)
         self.published += 1
-        event = EventMsg(f"{self.node_id}-{self.incarnation}-{self.published}", topic, payload, self.node_id, 0)
+        event_id = f"{self.node_id}-{self.incarnation}-{self.published}"
+        if self.id_key is not None:
+            event_id += "-" + hashlib.blake2b(event_id.encode(), key=self.id_key, digest_size=8).hexdigest()
+        event = EventMsg(event_id, topic, payload, self.node_id, 0)
         self.seen.add(event.event_id)
         return [Published(event), *self._forward(event, None)]
 

@@ -42,6 +42,7 @@ import grpc
 
 from node._gen.overlaylab.v1 import peer_pb2
 from node.kit.interpret import MALFORMED
+from node.kit.links import LinkModel, latest_arrival_s
 from node.kit.types import EventMsg, RemoteProtocolError, Send
 from node.transport.channels import Channels
 from node.transport.security import PEER_SERVICE, Credentials, role_of
@@ -60,6 +61,7 @@ class HostedPeer(Protocol):
     stats: Counter[str]
     refusals: Refusals
     core: Any
+    links: LinkModel
 
     @property
     def accepting(self) -> bool: ...
@@ -177,7 +179,8 @@ class PeerHost:
         self._stopping = False
         self._unlinked_at = 0.0
         self._encoded: tuple = (None, None, None, None)  # the last message encoded: (msg, sender, trace, envelope)
-        self._due: dict[int, list[tuple[str, Queued]]] = {}  # DELAY_GRID_S slot -> messages released then
+        self._due: dict[int, tuple[asyncio.TimerHandle, list[tuple[str, Queued]]]] = {}
+        """DELAY_GRID_S slot -> its timer and the messages released then."""
         # The peers' loop (set by add), and its clock read as time.monotonic (what
         # BaseEventLoop.time returns): on Python 3.11 asyncio.get_running_loop makes a getpid
         # system call, and the send path of every copy needs both.
@@ -249,16 +252,35 @@ class PeerHost:
         if not delay:
             self._enqueue(a.addr, q)
             return
-        slot = math.ceil((time.monotonic() + delay) / DELAY_GRID_S)
+        self._hold(math.ceil((time.monotonic() + delay) / DELAY_GRID_S), a.addr, q)
+
+    def _hold(self, slot: int, addr: str, q: Queued) -> None:
         due = self._due.get(slot)
         if due is None:
-            due = self._due[slot] = []
-            self._loop.call_at(slot * DELAY_GRID_S, self._release, slot)
-        due.append((a.addr, q))
+            due = self._due[slot] = (self._loop.call_at(slot * DELAY_GRID_S, self._release, slot), [])
+        due[1].append((addr, q))
 
     def _release(self, slot: int) -> None:
-        for addr, q in self._due.pop(slot):
+        for addr, q in self._due.pop(slot)[1]:
             self._enqueue(addr, q)
+
+    def retime(self, peer: HostedPeer) -> int:
+        """``peer``'s link rules changed: each message of its still held longer than the new
+        rules would hold one sent now is released then instead. Returns how many moved."""
+        now, moved = time.monotonic(), []
+        for slot, (handle, held) in list(self._due.items()):
+            keep = []
+            for addr, q in held:
+                latest = math.ceil((now + latest_arrival_s(peer.links, peer.node_id, q.dst)) / DELAY_GRID_S)
+                (moved.append((latest, addr, q)) if q.sender is peer and latest < slot else keep.append((addr, q)))
+            if not keep:
+                handle.cancel()
+                del self._due[slot]
+            elif len(keep) < len(held):
+                held[:] = keep
+        for latest, addr, q in moved:
+            self._hold(latest, addr, q)
+        return len(moved)
 
     def _enqueue(self, addr: str, q: Queued) -> None:
         if self._stopping:

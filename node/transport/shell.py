@@ -40,7 +40,7 @@ import grpc
 from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc, peer_pb2
 from node.kit import create_protocol, protocol_spec
 from node.kit.interpret import DROPPED_BY_LINK, SEND_FAILED, EventSpans, SpanRecord, count_sent, event_spans, interpret
-from node.kit.links import LinkModel, LinkRule
+from node.kit.links import LinkModel, LinkRule, latest_arrival_s
 from node.kit.rejoin import core_seed
 from node.kit.stack import Stack
 from node.kit.types import Action, Descriptor, EventMsg, LocalProtocolError, Published, RemoteProtocolError, Send
@@ -108,6 +108,8 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         self._links: tuple = ()  # ... and the span contexts a publish span links to
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task] = set()
+        self._held: dict[asyncio.Future, tuple[asyncio.TimerHandle, int]] = {}
+        """unary: messages waiting out their emulated delay -> their timer and destination."""
         self.addr = ""
         self.state_path = state_path
         """If set, the core is checkpointed there every timer tick and restored at start."""
@@ -134,19 +136,24 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         if self.state_path is not None and self.state_path.exists():
             self.core = pickle.loads(self.state_path.read_bytes())
             self.core.me = Descriptor(self.node_id, self.addr, self.core.me.topics, 0, self.core.me.priorities)
+            # the saved counter may predate events published since: a new tag and key, so that
+            # none of their ids comes back
+            self.core.incarnation, self.core.id_key = secrets.token_hex(4), secrets.token_bytes(16)
             self.stats["restored_state"] += 1
         else:
             self._new_life(self.incarnation)
         return port
 
     def _new_life(self, incarnation: int) -> None:
-        """A new core for the node's ``incarnation``-th life: its own seed (the rejoin rule), and a
+        """A new core for the node's ``incarnation``-th life: its own seed (the rejoin rule), a
         random tag in its event ids, so that a peer that restarts without the controller's
-        knowing (no new life number) never repeats them either."""
+        knowing (no new life number) never repeats them either, and a secret key that makes each
+        id unpredictable from the last (``Stack.id_key``)."""
         self.incarnation = incarnation
         rng = random.Random(core_seed(self.seed, self.node_id, incarnation))
         self.core = create_protocol(self.protocol_name, Descriptor(self.node_id, self.addr), self.params, rng,
                                     self.shared, secrets.token_hex(4))
+        self.core.id_key = secrets.token_bytes(16)
 
     def checkpoint(self) -> None:
         if self.state_path is not None:
@@ -260,7 +267,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         if delay is None:
             return
         if delay:
-            await asyncio.sleep(delay)
+            await self._hold(delay, a.dst)
         wire = codec.wire_type(a.msg)
         data = codec.encode(a.msg, self.node_id, context_bytes(span) if event else codec.NO_TRACE)
         if a.addr not in self.channels:  # looked up once, when a channel is opened
@@ -284,6 +291,30 @@ class PeerShell(control_pb2_grpc.ControlServicer):
             self._reject(a.dst, e)
         finally:
             self._in_flight[a.addr] -= 1
+
+    async def _hold(self, delay: float, dst: int) -> None:
+        """Wait out a message's emulated delay; a change of link rules can shorten it (``_retime``)."""
+        loop = asyncio.get_running_loop()
+        woken = loop.create_future()
+        self._held[woken] = (loop.call_at(loop.time() + delay, _wake, woken), dst)
+        try:
+            await woken
+        finally:
+            self._held.pop(woken, None)
+
+    def _retime(self) -> int:
+        """Link rules changed: each message held longer than the new rules would hold one sent
+        now is released then instead (a link whose delay falls drains). Returns how many moved."""
+        if self.transport.mode == "stream":
+            return self.peer_host.retime(self)
+        loop, moved = asyncio.get_running_loop(), 0
+        for woken, (handle, dst) in list(self._held.items()):
+            latest = loop.time() + latest_arrival_s(self.links, self.node_id, dst)
+            if handle.when() > latest:
+                handle.cancel()
+                self._held[woken] = (loop.call_at(latest, _wake, woken), dst)
+                moved += 1
+        return moved
 
     # --- transport.mode stream (node.transport.host) ------------------------------------------
 
@@ -421,6 +452,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         self.links.base = (lambda src, dst: row[dst] if dst < len(row) else 0.0) if row else None
         self.links.partitions = [frozenset(p.nodes) for p in request.partitions]
         self.links.bandwidth_kbps = request.bandwidth_kbps or None
+        self.stats["held_retimed"] += self._retime()
         return peer_pb2.Ack()
 
     async def ProbeLink(self, request, context):
@@ -470,3 +502,8 @@ def span_attributes(r: SpanRecord) -> dict:
     if r.src is not None:
         attrs["pubsub.from"] = r.src
     return attrs
+
+
+def _wake(woken: asyncio.Future) -> None:
+    if not woken.done():
+        woken.set_result(None)

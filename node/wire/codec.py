@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from google.protobuf.message import DecodeError
 
 from node._gen.overlaylab.v1 import control_pb2, peer_pb2
+from node.kit.links import BANDWIDTH_KBPS, MAX_DELAY_MS
 from node.kit.types import Descriptor, EventMsg, Gossip, LayerSnapshot, Message, NodeId, NodeSnapshot, RemoteProtocolError, Signal
 from node.transport.settings import MAX_MESSAGE_BYTES
 
@@ -63,8 +64,8 @@ CONTROL_REQUESTS: dict[str, type] = {
 
 def control_request(method: str, data: bytes) -> Any:
     """Decode and check a Control request; RemoteProtocolError for one a peer must refuse (an
-    empty or overlong topic, too many topics, an oversized payload, a link rule with a value that
-    is negative, not finite or, for a loss, above 1, too many probes)."""
+    empty or overlong topic, too many topics, an oversized payload, a link delay outside
+    [0, MAX_DELAY_MS], a loss outside [0, 1] or a bandwidth outside BANDWIDTH_KBPS, too many probes)."""
     if len(data) > MAX_MESSAGE_BYTES:
         raise RemoteProtocolError(f"control message of {len(data)} bytes exceeds {MAX_MESSAGE_BYTES}")
     try:
@@ -85,10 +86,13 @@ def control_request(method: str, data: bytes) -> Any:
     if isinstance(req, control_pb2.PublishRequest) and len(req.payload) > MAX_PAYLOAD_BYTES:
         raise RemoteProtocolError(f"payload of {len(req.payload)} bytes (limit {MAX_PAYLOAD_BYTES})")
     if isinstance(req, control_pb2.LinkRules):
-        values = [v for r in req.rules for v in (r.delay_ms, r.jitter_ms)] + [*req.base_delay_ms, req.bandwidth_kbps]
-        if not all(math.isfinite(v) and v >= 0 for v in values) or \
-                not all(math.isfinite(r.loss) and 0 <= r.loss <= 1 for r in req.rules):
-            raise RemoteProtocolError("link rule with a negative or non-finite value, or a loss outside [0, 1]")
+        delays = [v for r in req.rules for v in (r.delay_ms, r.jitter_ms)] + [*req.base_delay_ms]
+        if not all(0 <= v <= MAX_DELAY_MS for v in delays):  # False for NaN too
+            raise RemoteProtocolError(f"link rule with a delay or jitter outside [0, {MAX_DELAY_MS:g}] ms")
+        if not all(0 <= r.loss <= 1 for r in req.rules):
+            raise RemoteProtocolError("link rule with a loss outside [0, 1]")
+        if req.bandwidth_kbps and not BANDWIDTH_KBPS[0] <= req.bandwidth_kbps <= BANDWIDTH_KBPS[1]:
+            raise RemoteProtocolError(f"bandwidth of {req.bandwidth_kbps:g} kbps (0 for none, or {BANDWIDTH_KBPS[0]:g} to {BANDWIDTH_KBPS[1]:g})")
     if isinstance(req, control_pb2.ProbeRequest):
         if req.count > MAX_PROBES or not (math.isfinite(req.interval_ms) and 0 <= req.interval_ms <= 60_000):
             raise RemoteProtocolError(f"probe count {req.count} (limit {MAX_PROBES}) or interval {req.interval_ms} ms")

@@ -86,6 +86,9 @@ async def _malformed(tmp_path):
                 ("SetLinkRules", c.LinkRules(rules=[rule(jitter_ms=float("inf"))]).SerializeToString()),
                 ("SetLinkRules", c.LinkRules(rules=[rule(loss=1.5)]).SerializeToString()),
                 ("SetLinkRules", c.LinkRules(base_delay_ms=[float("inf")]).SerializeToString()),
+                ("SetLinkRules", c.LinkRules(rules=[rule(delay_ms=1e300)]).SerializeToString()),  # finite, huge
+                ("SetLinkRules", c.LinkRules(base_delay_ms=[1e9]).SerializeToString()),
+                ("SetLinkRules", c.LinkRules(bandwidth_kbps=1e-300).SerializeToString()),
                 ("ProbeLink", c.ProbeRequest(node_id=1, addr="x", count=codec.MAX_PROBES + 1).SerializeToString()),
             ]
             for method, data in bad_control:
@@ -115,28 +118,35 @@ def test_malformed_and_out_of_range_input_is_refused_counted_and_survived(tmp_pa
 
 
 async def _guessed_ids(tmp_path):
-    """Forged copies sent ahead under the ids a publisher would use (``node-seq``, or with a wrong
-    incarnation) do not pre-empt the real events: the incarnation makes the ids unguessable."""
+    """Forged copies sent ahead under the ids a publisher would use next do not pre-empt the real
+    events, even once one of its ids has been seen: the guesses (``node-seq``, a wrong
+    incarnation, the seen id's incarnation with the next sequence numbers, with and without the
+    seen tag) never match, since each id ends with a tag keyed by the publisher's secret."""
     shells = await start(tmp_path)
     try:
         async with grpc.aio.insecure_channel(shells[1].addr) as ch, \
                 grpc.aio.insecure_channel(f"127.0.0.1:{shells[0].control_port}") as c0, \
                 grpc.aio.insecure_channel(f"127.0.0.1:{shells[1].control_port}") as c1:
             forward = ch.unary_unary(f"/{SERVICE}/Forward")
-            ctl1 = control_pb2_grpc.ControlStub(c1)
+            ctl0, ctl1 = control_pb2_grpc.ControlStub(c0), control_pb2_grpc.ControlStub(c1)
             await ctl1.Join(control_pb2.JoinRequest(topics=["a"]), timeout=5)
-            for seq in range(1, 6):
-                for guess in (f"0-{seq}", f"0-00000000-{seq}", f"0-ffffffff-{seq}"):
-                    await forward(codec.encode(codec.EventMsg(guess, "a", b"forged", 0, 1), 0), timeout=5)
-            forged = shells[1].stats["events_received"]
-            ctl0 = control_pb2_grpc.ControlStub(c0)
             other = Descriptor(1, shells[1].addr, frozenset({"a"}))
             await ctl0.Join(control_pb2.JoinRequest(contacts=[codec.descriptor_to_pb(other)], topics=["a"]), timeout=5)
+            seen = (await ctl0.Publish(control_pb2.PublishRequest(topic="a", payload=b"p"), timeout=5)).event_id
+            node, incarnation, seq, tag = seen.split("-")
+            assert (node, seq) == ("0", "1") and len(tag) == 16
+            await eventually(lambda: shells[1].stats["events_received"] == 1)
+            for n in range(2, 7):
+                for guess in (f"0-{n}", f"0-00000000-{n}", f"0-{incarnation}-{n}", f"0-{incarnation}-{n}-{tag}"):
+                    await forward(codec.encode(codec.EventMsg(guess, "a", b"forged", 0, 1), 0), timeout=5)
+            forged = shells[1].stats["events_received"]
+            assert forged == 1 + 5 * 4
             ids = [(await ctl0.Publish(control_pb2.PublishRequest(topic="a", payload=b"p"), timeout=5)).event_id
                    for _ in range(5)]
-            assert len(set(ids)) == 5 and all(i.startswith(f"0-{shells[0].core.incarnation}-") for i in ids)
+            assert len(set(ids)) == 5 and all(i.startswith(f"0-{incarnation}-") for i in ids)
             await eventually(lambda: shells[1].stats["events_received"] == forged + 5)
-            assert shells[1].stats["events_received"] == forged + 5
+            assert shells[1].stats["events_received"] == forged + 5  # each a first copy, none taken for a duplicate
+            assert shells[1].stats["duplicates"] == 0
     finally:
         await stop(shells)
 

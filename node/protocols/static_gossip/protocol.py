@@ -71,9 +71,8 @@ class LinkCoinGossip(InterestGossip):
 
     def event_key(self, event_id: str) -> int:
         """This node's key for an event: its publisher and sequence number, not the incarnation
-        (local peers draw theirs at random), so every backend draws the same coins."""
-        publisher, _, rest = event_id.partition("-")
-        seq = rest.rpartition("-")[2]
+        or the tag (local peers draw theirs at random), so every backend draws the same coins."""
+        publisher, _, seq = event_id.split("-")[:3]
         return int.from_bytes(hashlib.blake2b(f"{publisher}-{seq}".encode(), key=self.key, digest_size=8).digest(), "big")
 
     def targets(self, event: EventMsg, sender: NodeId | None) -> list[Descriptor]:
