@@ -10,7 +10,7 @@ crashed peer's replacement at once and brings it in at the planned rejoin.
 Each peer gets its own Control server; the Peer service is a server per peer in ``unary`` mode and
 one for the whole process in ``stream`` mode (the peers share its port, the first node's fixed
 port if given; ``node/transport/host.py``). When all are up, the process prints one line
-``READY {"<node id>": [<peer port>, <control port>], ...}`` on stdout. SIGTERM or
+``READY {"<node id>": [<peer address>, <control address>], ...}`` on stdout. SIGTERM or
 SIGINT stops the peers after flushing their traces.
 
 The peers run on :func:`node.transport.timely.new_event_loop` (asyncio's loop, with timers that fire on
@@ -55,21 +55,21 @@ async def serve(cfg: PeerConfig) -> None:
     state_dir = Path(cfg.state_dir) if cfg.state_dir and cfg.rejoin == "resume" else None
     credentials = Credentials.load(cfg.pki, "peer") if cfg.pki else None
     shared: dict = {}
-    host = PeerHost(cfg.transport, credentials, cfg.host, cfg.advertise)
+    host = PeerHost(cfg.transport, credentials, cfg.host, cfg.advertise, cfg.socket_dir)
     shells = [
         PeerShell(n, cfg.protocol, params, cfg.seed, cfg.run_id, Path(cfg.trace_dir) if cfg.trace_dir else None, cfg.host,
                   state_dir / f"node-{n}.pickle" if state_dir else None, advertise=cfg.advertise,
                   otlp_endpoint=cfg.otlp_endpoint, refuse_before_join=cfg.refuse_before_join, shared=shared,
                   control_host=cfg.control_host, credentials=credentials, transport=cfg.transport, peer_host=host,
-                  incarnation=cfg.incarnations.get(n, 0))
+                  incarnation=cfg.incarnations.get(n, 0), socket_dir=cfg.socket_dir)
         for n in cfg.nodes
     ]
-    ports = {}
+    addrs = {}
     for s in shells:
-        ports[str(s.node_id)] = [await s.start(cfg.ports.get(s.node_id, 0), cfg.control_ports.get(s.node_id, 0)),
-                                 s.control_port]
+        await s.start(cfg.ports.get(s.node_id, 0), cfg.control_ports.get(s.node_id, 0))
+        addrs[str(s.node_id)] = [s.addr, s.control_addr]
     gc.freeze()  # the start-up heap, out of every later collection (see the module's docstring)
-    print("READY " + json.dumps(ports), flush=True)
+    print("READY " + json.dumps(addrs), flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

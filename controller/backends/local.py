@@ -1,4 +1,5 @@
-"""The ``local`` backend: real gRPC peers as OS processes on 127.0.0.1.
+"""The ``local`` backend: real gRPC peers as OS processes on this machine, listening on Unix
+sockets in a folder only the run's user can open (``security.listen``; or on 127.0.0.1).
 
 Layout: nodes that never churn are grouped ``nodes.peers_per_process`` to a process; every node
 the churn plan touches gets a process of its own, so a crash is a real SIGKILL of that peer and a
@@ -19,9 +20,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -52,18 +55,23 @@ class LocalRunner(Runner):
         """Run Locust with its web UI; the load phase ends at the first Ctrl-C."""
 
     def run(self, exp: Experiment, rd: RunDir) -> None:
+        sockets = tempfile.mkdtemp(prefix="overlaylab-") if exp.unix_sockets() else None  # mode 0700
         try:
-            asyncio.run(_LocalRun(self, exp, rd).run())
+            asyncio.run(_LocalRun(self, exp, rd, sockets).run())
         finally:
             stop_processes(self.procs)
+            if sockets:
+                shutil.rmtree(sockets, ignore_errors=True)
             for key in (rd.path / "pki").glob("*.key"):  # the run's private keys end with it
                 key.unlink()
 
 
 class _LocalRun(Driver):
-    def __init__(self, runner: LocalRunner, exp: Experiment, rd: RunDir) -> None:
+    def __init__(self, runner: LocalRunner, exp: Experiment, rd: RunDir, sockets: str | None) -> None:
         super().__init__(exp, rd)
         self.runner = runner
+        self.sockets = sockets
+        """The folder of the peers' Unix sockets, or None: they listen on 127.0.0.1."""
         self.solo: dict[int, subprocess.Popen] = {}
         self.standby: dict[int, tuple[subprocess.Popen, Path]] = {}
         """Each churning node's next process, loaded and waiting for its rejoin."""
@@ -90,7 +98,7 @@ class _LocalRun(Driver):
         cfg = peer_config(self.exp, rd.run_id, nodes, trace_dir=str(rd.traces.resolve()), host="127.0.0.1",
                           ports={k: p for k, (p, _) in ports.items()}, control_ports={k: c for k, (_, c) in ports.items()},
                           incarnations={nodes[0]: life} if life else {},
-                          pki=str(self.pki) if self.pki else None,
+                          pki=str(self.pki) if self.pki else None, socket_dir=self.sockets,
                           state_dir=str(self.state_dir.resolve()) if state else None, exit_with_parent=True,
                           standby=standby)
         path = rd.path / "peers" / f"{name}.json"
@@ -112,7 +120,7 @@ class _LocalRun(Driver):
         if not line.startswith("READY "):
             tail = log_path.read_text()[-2000:]
             raise PeerProcessError(f"peer process {proc.pid} exited before it was ready; log {log_path}:\n{tail}")
-        return {int(node): (f"127.0.0.1:{p}", f"127.0.0.1:{c}") for node, (p, c) in json.loads(line[6:]).items()}
+        return {int(node): (addr, control) for node, (addr, control) in json.loads(line[6:]).items()}
 
     async def start_peers(self) -> None:
         churning = self.plan.churn.churning
@@ -136,8 +144,9 @@ class _LocalRun(Driver):
         """Start ``node``'s next process, on its ports, waiting for ``START``: it loads while the
         node is up, so a rejoin costs a process start of tens of milliseconds, not an interpreter's
         seconds on a busy machine."""
-        ports = tuple(int(a.rsplit(":", 1)[1]) for a in (self.addrs[node], self.control_addrs[node]))
-        self.standby[node] = self._spawn(f"node-{node}", [node], {node: ports},
+        # on Unix sockets the node's addresses follow from its id; on TCP it keeps its ports
+        ports = None if self.sockets else {node: tuple(int(a.rsplit(":", 1)[1]) for a in (self.addrs[node], self.control_addrs[node]))}
+        self.standby[node] = self._spawn(f"node-{node}", [node], ports,
                                          state=self.exp.churn.rejoin == "resume", standby=True,
                                          life=self.lives.get(node, 0) + 1)
 

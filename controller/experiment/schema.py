@@ -217,6 +217,10 @@ class Security(Strict):
     tls: bool | Literal["auto"] = "auto"
     """Mutual TLS between peers, the controller and Locust, from a CA made for the run
     (docs/security.md): true, false, or auto (on for k8s, off for local; sim has no transport)."""
+    listen: Literal["auto", "unix", "tcp"] = "auto"
+    """Where local peers listen. unix (auto on local): Unix sockets in a folder only the run's
+    user can open, so no other user of the machine reaches a peer. tcp: ports on 127.0.0.1, open
+    to every local user unless ``tls`` is on. k8s peers always listen on TCP (auto)."""
 
 
 class Outputs(Strict):
@@ -294,6 +298,8 @@ class Experiment(Strict):
                 raise ValueError(f"nodes.contacts: all hands every node to every node, and a join carries at most "
                                  f"{MAX_ENTRIES} contacts: {self.backend} runs take at most {MAX_ENTRIES + 1} nodes "
                                  f"(got nodes.count {self.nodes.count})")
+        if self.security.listen == "unix" and self.backend == "k8s":
+            raise ValueError("security.listen: unix is for the local backend; k8s peers listen on TCP")
         if self.sim.networks > 1:
             if self.backend != "sim":
                 raise ValueError("sim.networks: only the sim backend runs several networks in one run")
@@ -302,6 +308,10 @@ class Experiment(Strict):
             if self.sim.variants:
                 raise ValueError("sim.networks: several networks and sim.variants do not combine")
         return self
+
+    def unix_sockets(self) -> bool:
+        """Whether local peers listen on Unix sockets (``security.listen``)."""
+        return self.backend == "local" and self.security.listen != "tcp"
 
     def tls(self) -> bool:
         """Whether this run's transport uses mutual TLS (``security.tls``)."""

@@ -61,7 +61,7 @@ class Channels:
     async def resolve(self, addr: str) -> None:
         """Look ``addr``'s host up, once for every channel to it (call before ``get``)."""
         host = addr.rpartition(":")[0]
-        if host in self._hosts or not host or host[0].isdigit() or host.startswith("["):
+        if host in self._hosts or not host or host[0].isdigit() or host.startswith("[") or addr.startswith("unix:"):
             return
         try:
             infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)

@@ -98,15 +98,21 @@ they were sent (choice: a timer per message cost about a tenth of a flooding pee
 emulated delay grows by less than this)."""
 
 
-def listen(service: str, handlers: dict, host: str, port: int, credentials: Credentials | None) -> tuple[grpc.aio.Server, int]:
-    """A gRPC server of raw-bytes ``handlers`` on ``host:port`` (0: any free port), not started."""
+def listen(service: str, handlers: dict, address: str, credentials: Credentials | None) -> tuple[grpc.aio.Server, int]:
+    """A gRPC server of raw-bytes ``handlers`` on ``address`` (``host:port``, port 0: any free
+    one, or ``unix:path``), not started; and the port bound (1 for a Unix socket)."""
     server = grpc.aio.server(options=[
         ("grpc.max_receive_message_length", 4 * (codec.MAX_MESSAGE_BYTES + 1024)), *SERVER_OPTIONS,
     ])
     server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(service, handlers)])
     if credentials is None:
-        return server, server.add_insecure_port(f"{host}:{port}")
-    return server, server.add_secure_port(f"{host}:{port}", credentials.server())
+        return server, server.add_insecure_port(address)
+    return server, server.add_secure_port(address, credentials.server())
+
+
+def unix_address(folder: str, name: str) -> str:
+    """The address of the Unix socket ``name`` in ``folder`` (``PeerConfig.socket_dir``)."""
+    return f"unix:{folder}/{name}.sock"
 
 
 class Refusals:
@@ -159,10 +165,13 @@ async def answer_ping(refusals: Refusals, who, data: bytes, context: grpc.aio.Se
 
 class PeerHost:
     def __init__(self, transport: TransportSettings | None = None, credentials: Credentials | None = None,
-                 bind: str = "127.0.0.1", advertise: str | None = None) -> None:
+                 bind: str = "127.0.0.1", advertise: str | None = None, socket_dir: str | None = None) -> None:
         self.transport = transport or TransportSettings()
         self.credentials = credentials
         self.bind, self.advertise = bind, advertise or bind
+        self.socket_dir = socket_dir
+        """Listen on a Unix socket in this folder, not on TCP (``PeerConfig.socket_dir``)."""
+        self.port = 0
         self.spans = SpanPipeline()
         self.peers: dict[int, HostedPeer] = {}
         self.stats: Counter[str] = Counter()
@@ -203,7 +212,8 @@ class PeerHost:
 
     async def add(self, peer: HostedPeer, port: int) -> int:
         """Host ``peer``; in stream mode start the shared server the first time (on ``port``,
-        0: any free one). Returns the shared server's port (0 in unary mode)."""
+        0: any free one; a Unix socket with ``socket_dir``). Returns the shared server's port
+        (0 in unary mode); its address is ``addr``."""
         self.peers[peer.node_id] = peer
         self._loop = asyncio.get_running_loop()
         if not self.streams:
@@ -211,10 +221,14 @@ class PeerHost:
         if self.server is None:
             handlers = {"Stream": grpc.stream_unary_rpc_method_handler(self._rpc_stream),
                         "Ping": grpc.unary_unary_rpc_method_handler(self._rpc_ping)}
-            self.server, bound = listen(SERVICE, handlers, self.bind, port, self.credentials)
+            if self.socket_dir:
+                self.addr = unix_address(self.socket_dir, f"host-{peer.node_id}")
+                self.server, self.port = listen(SERVICE, handlers, self.addr, self.credentials)
+            else:
+                self.server, self.port = listen(SERVICE, handlers, f"{self.bind}:{port}", self.credentials)
+                self.addr = f"{self.advertise}:{self.port}"
             await self.server.start()
-            self.addr = f"{self.advertise}:{bound}"
-        return int(self.addr.rpartition(":")[2])
+        return self.port
 
     async def remove(self, peer: HostedPeer) -> None:
         """``peer`` stopped; the last one stops the server and the links."""

@@ -39,6 +39,10 @@ class PeerConfig(BaseModel):
     control_host: str = "127.0.0.1"
     """Where the Control listener binds: loopback, so only this machine's controller reaches it,
     unless a controller in another pod must."""
+    socket_dir: str | None = None
+    """Listen on Unix sockets in this folder (``peer-<node>.sock``, ``control-<node>.sock``, and
+    ``host-<first node>.sock`` for a stream server), not on TCP: only users who may open the folder
+    connect. ``host``, ``advertise`` and the ports are then unused."""
     pki: str | None = None
     """A folder with the run's ``ca.pem``, ``peer.pem`` and ``peer.key``: mutual TLS everywhere."""
     state_dir: str | None = None

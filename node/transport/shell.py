@@ -45,7 +45,7 @@ from node.kit.rejoin import core_seed
 from node.kit.stack import Stack
 from node.kit.types import Action, Descriptor, EventMsg, LocalProtocolError, Published, RemoteProtocolError, Send
 from node.transport.channels import Channels
-from node.transport.host import SERVICE, PeerHost, Refusals, answer_ping, listen
+from node.transport.host import SERVICE, PeerHost, Refusals, answer_ping, listen, unix_address
 from node.transport.security import PEER_SERVICE, Credentials, aio_channel, control_roles
 from node.transport.settings import TransportSettings
 from node.transport.streams import Queued
@@ -64,7 +64,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
                  refuse_before_join: bool = False, shared: dict | None = None,
                  control_host: str = "127.0.0.1", credentials: Credentials | None = None,
                  transport: TransportSettings | None = None, peer_host: PeerHost | None = None,
-                 incarnation: int = 0) -> None:
+                 incarnation: int = 0, socket_dir: str | None = None) -> None:
         self.node_id = node_id
         self.protocol_name = protocol
         self.params = params
@@ -79,8 +79,10 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         another pod must reach it."""
         self.credentials = credentials
         """The run's peer certificate: mutual TLS on both listeners and every channel (None: plaintext)."""
+        self.socket_dir = socket_dir
+        """Listen on Unix sockets in this folder, not on TCP (``PeerConfig.socket_dir``)."""
         self.transport = transport or TransportSettings()
-        self.peer_host = peer_host or PeerHost(self.transport, credentials, host, self.advertise)
+        self.peer_host = peer_host or PeerHost(self.transport, credentials, host, self.advertise, socket_dir)
         """What this peer shares with the other peers of its process (one of its own if none)."""
         self.refuse_before_join = refuse_before_join
         """Answer peer traffic with UNAVAILABLE until ``Join``: a pod that Kubernetes restarts at
@@ -100,6 +102,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         self.server: grpc.aio.Server | None = None
         self.control_server: grpc.aio.Server | None = None
         self.control_port = 0
+        self.control_addr = ""
         self.channels = Channels(credentials, self._spawn, self.transport.connect_timeout_ms)
         self._calls: dict[tuple[str, str], grpc.aio.UnaryUnaryMultiCallable] = {}
         self._in_flight: Counter[str] = Counter()  # calls under way per address
@@ -117,22 +120,23 @@ class PeerShell(control_pb2_grpc.ControlServicer):
     # --- lifecycle --------------------------------------------------------------------------
 
     async def start(self, port: int = 0, control_port: int = 0) -> int:
-        """Start both listeners (port 0: any free one); returns the Peer service's port, the
-        Control service's is ``control_port``."""
+        """Start both listeners (port 0: any free one; Unix sockets with ``socket_dir``); returns
+        the Peer service's port. The addresses are ``addr`` and ``control_addr``."""
         control = {m: grpc.unary_unary_rpc_method_handler(self._control_handler(m, getattr(self, m)))
                    for m in codec.CONTROL_REQUESTS}
         shared_port = await self.peer_host.add(self, port)
         if self.peer_host.streams:  # the process's one Peer server
-            port = shared_port
+            port, self.addr = shared_port, self.peer_host.addr
         else:
             handlers = {w.rpc: grpc.unary_unary_rpc_method_handler(self._handler(w)) for w in codec.WIRE_TYPES}
             handlers["Ping"] = grpc.unary_unary_rpc_method_handler(self._rpc_ping)
-            self.server, port = listen(SERVICE, handlers, self.host, port, self.credentials)
+            self.server, port = listen(SERVICE, handlers, self._address("peer", self.host, port), self.credentials)
             await self.server.start()
-        self.control_server, self.control_port = listen(CONTROL_SERVICE, control, self.control_host, control_port,
-                                                        self.credentials)
+            self.addr = self._address("peer", self.advertise, port)
+        self.control_server, self.control_port = listen(
+            CONTROL_SERVICE, control, self._address("control", self.control_host, control_port), self.credentials)
         await self.control_server.start()
-        self.addr = f"{self.advertise}:{port}"
+        self.control_addr = self._address("control", self.control_host, self.control_port)
         if self.state_path is not None and self.state_path.exists():
             self.core = pickle.loads(self.state_path.read_bytes())
             self.core.me = Descriptor(self.node_id, self.addr, self.core.me.topics, 0, self.core.me.priorities)
@@ -143,6 +147,9 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         else:
             self._new_life(self.incarnation)
         return port
+
+    def _address(self, service: str, host: str, port: int) -> str:
+        return unix_address(self.socket_dir, f"{service}-{self.node_id}") if self.socket_dir else f"{host}:{port}"
 
     def _new_life(self, incarnation: int) -> None:
         """A new core for the node's ``incarnation``-th life: its own seed (the rejoin rule), a
