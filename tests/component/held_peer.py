@@ -20,6 +20,7 @@ from node.kit.types import Descriptor
 from node.protocols.gossip.protocol import GossipConfig
 from node.transport.settings import TransportSettings
 from node.transport.shell import PeerShell
+from tests.helpers import eventually
 
 
 def memory() -> dict[str, float]:
@@ -47,8 +48,8 @@ async def main(mode: str, n: int, addr: str, traces: str, delay: bool) -> dict:
             await asyncio.sleep(0)
     out["held"] = held(peer)
     await peer.SetLinkRules(control_pb2.LinkRules(), None)
-    while peer._tasks or held(peer) or not all(link.idle() for link in peer.peer_host.links.values()):
-        await asyncio.sleep(0.1)
+    out["gone"] = await eventually(lambda: not peer._tasks and not held(peer)
+                                   and all(link.idle() for link in peer.peer_host.links.values()), 120)
     await asyncio.sleep(0.5)
     out["after"] = memory()
     out["stats"] = dict(peer.stats)

@@ -1,4 +1,5 @@
-"""A publication burst on real gRPC peers over streamed links (transport.mode stream): 2,000
+"""A publication burst on real gRPC peers over streamed links (transport.mode stream, the
+default): 2,000
 publishes offered at 400/s into one peer of 8 flooding peers hosted in this one process (one
 event loop, as with nodes.peers_per_process: 8). Over the complete graph (static_gossip, every
 peer floods to its 7 neighbours: 112,000 copies) every subscriber receives at least 99.9% of the
@@ -78,7 +79,7 @@ async def burst(tmp_path, mode: str, protocol: str = "gossip", events: int = EVE
 @pytest.mark.component
 @pytest.mark.alone
 def test_a_burst_into_one_peer_reaches_every_subscriber(tmp_path):
-    r = asyncio.run(burst(tmp_path, "stream", "static_gossip"))
+    r = asyncio.run(burst(tmp_path, TransportSettings().mode, "static_gossip"))
     assert r["offered_s"] < EVENTS / RATE * 1.5, r  # the burst was offered at (about) its rate
     assert r["published"] == EVENTS and min(r["first_copies"]) >= 0.999 * EVENTS, r
 
