@@ -183,6 +183,10 @@ def gossip_duration_s(meta: dict) -> float:
     return (meta.get("counters_ns", meta["ended_ns"]) - meta["started_ns"] - meta.get("frozen_ns", 0)) / 1e9
 
 
+STREAM_LOSSES = ("stream_queue_full", "stream_deadline", "stream_broken")
+"""Why streamed links failed to send (each also counted in ``send_failed``)."""
+
+
 def partial(meta: dict, timeline: list[dict]) -> dict | None:
     """None for a run that completed with every peer up to the end; else how it fell short: the
     run's status, when it ended against its plan (seconds after the start), and each unplanned
@@ -238,7 +242,7 @@ def summarize(meta: dict, raw_receipts: DataFrame, raw_publishes: int, received:
     cp = m.copies(received, subs).first()
     by_name = {"publish": raw_publishes, "receive": raw_receipts.agg(F.sum("copies")).first()[0] or 0}
     totals = overlay.counter_totals(stats, ["spans_dropped", "malformed", "unauthorized", "send_failed",
-                                            "dropped_by_link", "lost_to_dead_peer"])
+                                            "dropped_by_link", "lost_to_dead_peer", *STREAM_LOSSES])
 
     def q(row, i):
         return float(row["q"][i]) if row and row["q"] else None

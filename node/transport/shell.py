@@ -290,7 +290,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
                 await self._call(a.addr, wire.rpc)(data, timeout=10.0)
         except grpc.aio.AioRpcError as e:
             self.stats[SEND_FAILED] += 1
-            log.debug("node %d: send to %d failed: %s %s", self.node_id, a.dst, e.code(), e.details())
+            self.refusals.warn("node %d: a message to node %d was not sent: %s %s", self.node_id, a.dst, e.code(), e.details())
             if await self.channels.stale(a.addr, channel, e.code()):  # reconnect, looking the host up again
                 self._forget_channel(a.addr)
             self._execute(self.core.on_send_failed(a.dst, a.msg, self.now), span)
@@ -330,6 +330,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         broken): counted, and handed to the core as failed sends."""
         self.stats[SEND_FAILED] += len(lost)
         self.stats[f"stream_{why}"] += len(lost)
+        self.refusals.warn("node %d: %d messages to node %d were not sent: %s", self.node_id, len(lost), lost[0].dst, why)
         for q in lost:
             self._execute(self.core.on_send_failed(q.dst, q.msg, self.now), q.span)
 
