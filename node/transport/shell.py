@@ -43,7 +43,8 @@ from node.kit.interpret import DROPPED_BY_LINK, SEND_FAILED, EventSpans, SpanRec
 from node.kit.links import LinkModel, LinkRule, latest_arrival_s
 from node.kit.rejoin import core_seed
 from node.kit.stack import Stack
-from node.kit.types import Action, Descriptor, EventMsg, LocalProtocolError, Published, RemoteProtocolError, Send
+from node.kit.types import Action, Descriptor, EventMsg, Gossip, LocalProtocolError, Published, RemoteProtocolError, Send, Signal
+from node.transport.addresses import Addresses
 from node.transport.channels import Channels
 from node.transport.host import SERVICE, PeerHost, Refusals, answer_ping, listen, unix_address
 from node.transport.security import PEER_SERVICE, Credentials, aio_channel, control_roles
@@ -81,6 +82,8 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         """The run's peer certificate: mutual TLS on both listeners and every channel (None: plaintext)."""
         self.socket_dir = socket_dir
         """Listen on Unix sockets in this folder, not on TCP (``PeerConfig.socket_dir``)."""
+        self.addresses = Addresses(socket_dir)
+        """The addresses this peer accepts in node entries."""
         self.transport = transport or TransportSettings()
         self.peer_host = peer_host or PeerHost(self.transport, credentials, host, self.advertise, socket_dir)
         """What this peer shares with the other peers of its process (one of its own if none)."""
@@ -336,6 +339,9 @@ class PeerShell(control_pb2_grpc.ControlServicer):
 
     def receive(self, src: int, msg, parent, reply_to: int | None = None):
         try:
+            if isinstance(msg, (Gossip, Signal)):
+                self.addresses.check(msg.sender.addr)
+                self.addresses.check_all(msg.entries)
             actions = self.core.on_message(src, msg, self.now)
         except RemoteProtocolError as e:
             self._reject(src, e)
@@ -412,8 +418,13 @@ class PeerShell(control_pb2_grpc.ControlServicer):
             # a fresh rejoin where the host came back on its own, not told its life (a pod the
             # StatefulSet restarts): the controller's count of the node's lives decides
             self._new_life(request.incarnation)
-        self.core.subscribe_all(request.topics, self.now)
         contacts = [codec.descriptor_from_pb(c) for c in request.contacts]
+        try:
+            self.addresses.check_all(contacts)
+        except RemoteProtocolError as e:
+            self._reject(context.peer(), e)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        self.core.subscribe_all(request.topics, self.now)
         self._execute(self.core.start(self.now, contacts))
         self.joined = True
         return peer_pb2.Ack()

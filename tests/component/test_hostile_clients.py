@@ -90,6 +90,8 @@ async def _malformed(tmp_path):
                 ("SetLinkRules", c.LinkRules(base_delay_ms=[1e9]).SerializeToString()),
                 ("SetLinkRules", c.LinkRules(bandwidth_kbps=1e-300).SerializeToString()),
                 ("ProbeLink", c.ProbeRequest(node_id=1, addr="x", count=codec.MAX_PROBES + 1).SerializeToString()),
+                *(("Join", c.JoinRequest(topics=["a"], contacts=[peer_pb2.NodeDescriptor(node_id=1, addr=addr)]).SerializeToString())
+                  for addr in ("", "unix:///var/run/docker.sock", "127.0.0.1:0")),  # no peer's address
             ]
             for method, data in bad_control:
                 with pytest.raises(grpc.aio.AioRpcError) as err:
