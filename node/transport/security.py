@@ -3,8 +3,9 @@
 The controller makes the PKI when a run starts (:func:`make_pki`): a CA whose private key is
 never written (no certificate can be minted after the run started) and a certificate for each
 role, its common name the role: ``peer`` (every peer process), ``controller`` and ``loadgen``
-(Locust). Every certificate carries the one DNS name :data:`TARGET_NAME`, which channels
-verify against, so a peer is reached by any address. Servers require a client certificate from
+(Locust). Each carries the DNS name ``overlaylab.<role>``; channels verify a server against
+:data:`TARGET_NAME` (the peers' name), so a peer is reached by any address and a controller's or
+Locust's key cannot serve as a peer (only the peers' certificate is for server authentication). Servers require a client certificate from
 the run's CA; a client without one is refused in the TLS handshake (it sees UNAVAILABLE). An
 authenticated client whose role may not call the method is refused with PERMISSION_DENIED,
 counted (``unauthorized``) and logged (:data:`ALLOWED`).
@@ -101,9 +102,10 @@ def make_pki(out: str | Path, roles: tuple[str, ...] = ROLES) -> Path:
                 .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, role)])).issuer_name(ca_name)
                 .public_key(key.public_key()).serial_number(x509.random_serial_number())
                 .not_valid_before(start).not_valid_after(end)
-                .add_extension(x509.SubjectAlternativeName([x509.DNSName(TARGET_NAME)]), critical=False)
+                .add_extension(x509.SubjectAlternativeName([x509.DNSName(f"overlaylab.{role}")]), critical=False)
                 .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-                .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+                .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+                                                     if role == "peer" else [ExtendedKeyUsageOID.CLIENT_AUTH]),
                                critical=False)
                 .sign(ca_key, hashes.SHA256()))
         (out / f"{role}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))

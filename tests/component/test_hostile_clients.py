@@ -244,3 +244,29 @@ async def _mtls(tmp_path, mode):
 @pytest.mark.parametrize("mode", ["unary", "stream"])
 def test_mutual_tls_refuses_strangers_and_roles_out_of_place(tmp_path, mode):
     asyncio.run(_mtls(tmp_path, mode))
+
+
+async def _impersonation(tmp_path):
+    """A server with the controller's (or Locust's) certificate is refused by a peer's channel:
+    each role's certificate names its role, and channels verify the peers' name."""
+    pki = make_pki(tmp_path / "pki")
+    results = {}
+    for role in ("peer", "controller", "loadgen"):
+        server = grpc.aio.server()
+        server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
+            SERVICE, {"Ping": grpc.unary_unary_rpc_method_handler(lambda data, ctx: data)})])
+        port = server.add_secure_port("127.0.0.1:0", Credentials.load(pki, role).server())
+        await server.start()
+        try:
+            async with aio_channel(f"127.0.0.1:{port}", Credentials.load(pki, "peer")) as ch:
+                await ch.unary_unary(f"/{SERVICE}/Ping")(b"x", timeout=5)
+            results[role] = "OK"
+        except grpc.aio.AioRpcError as e:
+            results[role] = e.code().name
+        finally:
+            await server.stop(0)
+    return results
+
+
+def test_only_the_peers_certificate_can_serve_as_a_peer(tmp_path):
+    assert asyncio.run(_impersonation(tmp_path)) == {"peer": "OK", "controller": "UNAVAILABLE", "loadgen": "UNAVAILABLE"}
