@@ -24,13 +24,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from controller.backends.base import Runner
 from controller.backends.driver import Driver, http_request
 from controller.backends.hosting import peer_config
+from controller.backends.private import private_folder
 from controller.backends.rundir import RunDir
 from controller.cli.progress import console
 from controller.experiment.schema import Experiment
@@ -55,22 +55,19 @@ class LocalRunner(Runner):
         """Run Locust with its web UI; the load phase ends at the first Ctrl-C."""
 
     def run(self, exp: Experiment, rd: RunDir) -> None:
-        sockets = tempfile.mkdtemp(prefix="overlaylab-") if exp.unix_sockets() else None  # mode 0700
+        private = private_folder()  # the peers' sockets and the run's keys
         try:
-            asyncio.run(_LocalRun(self, exp, rd, sockets).run())
+            asyncio.run(_LocalRun(self, exp, rd, private).run())
         finally:
             stop_processes(self.procs)
-            if sockets:
-                shutil.rmtree(sockets, ignore_errors=True)
-            for key in (rd.path / "pki").glob("*.key"):  # the run's private keys end with it
-                key.unlink()
+            shutil.rmtree(private, ignore_errors=True)
 
 
 class _LocalRun(Driver):
-    def __init__(self, runner: LocalRunner, exp: Experiment, rd: RunDir, sockets: str | None) -> None:
+    def __init__(self, runner: LocalRunner, exp: Experiment, rd: RunDir, private: Path) -> None:
         super().__init__(exp, rd)
         self.runner = runner
-        self.sockets = sockets
+        self.sockets = str(private) if exp.unix_sockets() else None
         """The folder of the peers' Unix sockets, or None: they listen on 127.0.0.1."""
         self.solo: dict[int, subprocess.Popen] = {}
         self.standby: dict[int, tuple[subprocess.Popen, Path]] = {}
@@ -79,7 +76,7 @@ class _LocalRun(Driver):
         """The process that hosts each node now."""
         (rd.path / "peers").mkdir(exist_ok=True)
         (rd.path / "logs").mkdir(exist_ok=True)
-        self.pki = make_pki(rd.path / "pki").resolve() if exp.tls() else None
+        self.pki = make_pki(private / "pki") if exp.tls() else None
         """The run's certificates (mutual TLS), or None."""
         if self.pki:
             self.credentials = Credentials.load(self.pki, "controller")
