@@ -25,6 +25,7 @@ import grpc
 import grpc.experimental.gevent as grpc_gevent
 from locust import User, events, task
 
+from controller.backends.results import TOKEN_HEADER, token_matches, web_token
 from loadgen.plan import LoadPlan
 from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc
 from node.transport.security import Credentials, channel
@@ -81,3 +82,29 @@ class Publisher(User):
             request_type="grpc", name="Publish", response_time=(time.perf_counter() - start) * 1000,
             response_length=length, exception=exception, context={"node": node, "topic": topic},
         )
+
+
+TOKEN_COOKIE = "overlaylab_token"
+
+
+@events.init.add_listener
+def require_token(environment, **_kwargs) -> None:
+    """With the chart's web token ($OVERLAYLAB_WEB_TOKEN_FILE), the master's web UI and API answer only
+    requests that carry it: in the token header (the controller), or for a browser once as
+    ``?token=`` (kept as a cookie); every other request gets 401."""
+    token = web_token()
+    if not token or environment.web_ui is None:
+        return
+    from flask import request
+
+    app = environment.web_ui.app
+
+    @app.before_request
+    def check():
+        if token_matches(request.headers.get(TOKEN_HEADER), token) or token_matches(request.cookies.get(TOKEN_COOKIE), token):
+            return None
+        if token_matches(request.args.get("token"), token):
+            response = app.redirect(request.path)
+            response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="Strict")
+            return response
+        return "a token is needed\n", 401

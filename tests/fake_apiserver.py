@@ -11,6 +11,7 @@ it has one node (labels as given) and Chaos Mesh's resources unless ``chaos_mesh
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import re
@@ -154,6 +155,11 @@ class FakeAPIServer:
                 if fake.proxy_unavailable:
                     fake.proxy_unavailable -= 1
                     self._status(503, "ServiceUnavailable", f'no endpoints available for service "{name}"')
+                    return
+                tokens = [base64.b64decode(o["data"]["token"]).decode() for (kind, _), o in fake.objects.items()
+                          if kind == "secrets" and o["metadata"].get("labels", {}).get("overlaylab.io/role") == "web-token"]
+                if tokens and self.headers.get("X-Overlaylab-Token") not in tokens:  # as the results server answers
+                    self._status(401, "Unauthorized", "a token is needed")
                     return
                 run = re.fullmatch(r"/([A-Za-z0-9_.-]+)\.tar\.gz", rest)
                 if plural != "services" or ("services", service) not in fake.objects or port != "results" \

@@ -32,6 +32,7 @@ import grpc
 
 from controller.backends.driver import EMPTY, Driver, http_request
 from controller.backends.hosting import pod_layout
+from controller.backends.results import TOKEN_HEADER, web_token
 from controller.backends.rundir import RunDir
 from controller.cli.progress import console
 from controller.experiment import plans
@@ -58,6 +59,9 @@ class ClusterDriver(Driver):
         self.namespace = namespace
         """Where the pods are; None: no Kubernetes API (static containers), so no churn."""
         self.locust_url = locust_url
+        token = web_token()
+        self.web_headers = {TOKEN_HEADER: token} if token else {}
+        """What the Locust master's web API asks of a caller (the chart's web token)."""
         self.core = self.custom = None
         if namespace is not None:
             from kubernetes import client, config
@@ -266,17 +270,17 @@ class ClusterDriver(Driver):
         users, duration = p.locust_users, max(1, round(p.count / p.rate_per_s))
         await self._locust_workers(self.exp.k8s.locust_workers)
         form = {"user_count": users, "spawn_rate": users, "run_time": f"{duration}s"}
-        await asyncio.to_thread(http_request, f"{self.locust_url}/swarm", urllib.parse.urlencode(form).encode())
+        await asyncio.to_thread(http_request, f"{self.locust_url}/swarm", urllib.parse.urlencode(form).encode(), self.web_headers)
         self.timeline.record(time.time_ns(), "load_start", None, driver="locust", users=users, rate_per_s=p.rate_per_s)
         await asyncio.sleep(duration + 2)
-        await asyncio.to_thread(http_request, f"{self.locust_url}/stop", b"")
+        await asyncio.to_thread(http_request, f"{self.locust_url}/stop", b"", self.web_headers)
         self.timeline.record(time.time_ns(), "load_end", None)
         for path, name in (("/stats/requests/csv", "stats_stats.csv"),
                            ("/stats/requests_full_history/csv", "stats_stats_history.csv"),
                            ("/stats/failures/csv", "stats_failures.csv"),
                            ("/stats/report?download=1", "report.html")):
             try:
-                (out / name).write_bytes(await asyncio.to_thread(http_request, self.locust_url + path))
+                (out / name).write_bytes(await asyncio.to_thread(http_request, self.locust_url + path, None, self.web_headers))
             except OSError as e:
                 self._fail(f"locust_download:{name}")
                 console.print(f"[yellow]Locust {path}: {e}[/]")
@@ -287,7 +291,8 @@ class ClusterDriver(Driver):
         deadline = time.monotonic() + self.exp.k8s.ready_timeout_s
         while True:
             try:
-                count = json.loads(await asyncio.to_thread(http_request, f"{self.locust_url}/worker-count"))["worker_count"]
+                count = json.loads(await asyncio.to_thread(http_request, f"{self.locust_url}/worker-count", None,
+                                                          self.web_headers))["worker_count"]
             except OSError:
                 count = 0
             if count >= wanted:

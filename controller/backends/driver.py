@@ -340,9 +340,9 @@ class Driver(ABC):
 
 
 
-def http_request(url: str, data: bytes | None = None) -> bytes:
+def http_request(url: str, data: bytes | None = None, headers: dict[str, str] | None = None) -> bytes:
     """One request to a web API (Locust's); ``data`` makes it a POST."""
-    with urllib.request.urlopen(url, data=data, timeout=30) as response:
+    with urllib.request.urlopen(urllib.request.Request(url, data=data, headers=headers or {}), timeout=30) as response:
         return response.read()
 
 

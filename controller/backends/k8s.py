@@ -17,6 +17,7 @@ against the Kubernetes and Chaos Mesh schemas (tests/component/test_k8s_runner.p
 
 from __future__ import annotations
 
+import base64
 import io
 import shutil
 import subprocess
@@ -29,12 +30,14 @@ import yaml
 from controller.backends.base import Runner
 from controller.backends.helm import CHART, helm_values, sweep_values
 from controller.backends.hosting import release_name
+from controller.backends.results import TOKEN_HEADER
 from controller.backends.rundir import RunDir
 from controller.cli.progress import console, phase
 from controller.experiment import plans
 from controller.experiment.schema import Experiment, ExperimentError
 
 RUN_ID_LABEL = "overlaylab.io/run-id"
+ROLE_LABEL = "overlaylab.io/role"
 NETEM_LABEL = "overlaylab.io/netem"
 """A node label: ``absent`` where the kernel has no netem (k8s/up.sh probes it)."""
 POLL_S = 2.0
@@ -171,14 +174,15 @@ class Cluster:
         pods = core.list_namespaced_pod(self.namespace, label_selector=f"job-name={name}").items
         return "\n".join(core.read_namespaced_pod_log(p.metadata.name, self.namespace, tail_lines=50) for p in pods)
 
-    def fetch(self, service: str, port: str, path: str, timeout_s: float = 120.0) -> bytes:
+    def fetch(self, service: str, port: str, path: str, headers: dict[str, str] | None = None,
+              timeout_s: float = 120.0) -> bytes:
         """GET ``path`` from a Service through the API server's proxy, waiting up to ``timeout_s``
         while the Service has no ready endpoint (503: its pod not Ready yet, or restarting)."""
         deadline = time.monotonic() + timeout_s
         while True:
             try:
                 response = self.client.CoreV1Api(self.api_client).connect_get_namespaced_service_proxy_with_path(
-                    f"{service}:{port}", self.namespace, path, _preload_content=False)
+                    f"{service}:{port}", self.namespace, path, _preload_content=False, _headers=headers)
                 return response.data
             except self.client.ApiException as e:
                 if e.status != 503 or time.monotonic() > deadline:
@@ -207,7 +211,7 @@ class K8sRunner(Runner):
             self._wait_peers(cluster, selector, k.ready_timeout_s)
             self._wait_job(cluster, f"{release}-controller", plan.end_s + k.ready_timeout_s)
             time.sleep(SETTLE_S)
-            self._collect(cluster, release, rd)
+            self._collect(cluster, release, rd, web_token(objects))
         finally:
             if k.teardown:
                 removed = sum(cluster.delete_labelled(kind, selector) for kind in TEARDOWN)
@@ -235,8 +239,8 @@ class K8sRunner(Runner):
         if state == "failed":
             raise K8sError(f"the controller Job failed; its log:\n{cluster.job_logs(job)}")
 
-    def _collect(self, cluster: Cluster, release: str, rd: RunDir) -> None:
-        data = fetch_run(cluster, release, rd.run_id, rd.path.parent)
+    def _collect(self, cluster: Cluster, release: str, rd: RunDir, token: str) -> None:
+        data = fetch_run(cluster, release, rd.run_id, rd.path.parent, token)
         if not (rd.path / "run.json").exists():
             raise K8sError(f"the fetched run directory has no run.json: {sorted(p.name for p in rd.path.iterdir())}")
         console.print(f"k8s: fetched {rd.run_id} ({len(data) / 1e6:.1f} MB)")
@@ -260,10 +264,16 @@ def preflight(cluster: Cluster, chaos: dict) -> None:
                            f"({NETEM_LABEL}=absent); set k8s.network_faults: peers (the peers' own link emulation)")
 
 
-def fetch_run(cluster: Cluster, release: str, run_id: str, out: Path) -> bytes:
+def web_token(objects: list[dict]) -> str:
+    """The web token the chart generated for a release (its results server and Locust UI)."""
+    [secret] = [o for o in objects if o["kind"] == "Secret" and o["metadata"]["labels"].get(ROLE_LABEL) == "web-token"]
+    return base64.b64decode(secret["data"]["token"]).decode()
+
+
+def fetch_run(cluster: Cluster, release: str, run_id: str, out: Path, token: str) -> bytes:
     """Fetch the run directory ``run_id`` from the release's results server into ``out``."""
     # A path without "/": the client percent-encodes the path parameter.
-    data = cluster.fetch(f"{release}-collector", "results", f"{run_id}.tar.gz")
+    data = cluster.fetch(f"{release}-collector", "results", f"{run_id}.tar.gz", {TOKEN_HEADER: token})
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
         tar.extractall(out, filter="data")
     return data
@@ -287,7 +297,7 @@ def run_sweep_job(base: Experiment, run_id: str, points: int, parallelism: int, 
                 if done:
                     break
                 time.sleep(POLL_S)
-        data = fetch_run(cluster, release, run_id, out)
+        data = fetch_run(cluster, release, run_id, out, web_token(objects))
         console.print(f"k8s: fetched {run_id} ({len(data) / 1e6:.1f} MB): {succeeded} points done, {failed} failed")
     finally:
         if k.teardown:

@@ -29,8 +29,8 @@ def helm(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([helm_binary(), *args], capture_output=True, text=True)
 
 
-GENERATED = re.compile(r"^(  (?:ca|peer|controller|loadgen)\.(?:pem|key): )\S+$", re.M)
-"""The run's certificates and keys, which Helm generates anew at every render."""
+GENERATED = re.compile(r"^(  (?:(?:ca|peer|controller|loadgen)\.(?:pem|key)|token): )\S+$", re.M)
+"""The run's certificates, keys and web token, which Helm generates anew at every render."""
 PLACEHOLDER = "R0VORVJBVEVECg=="  # base64 of "GENERATED"
 
 

@@ -57,3 +57,34 @@ def test_checkov_fails_a_container_running_privileged(tmp_path):
     (tmp_path / "rendered.yaml").write_text(text)
     failed = {f["check_id"] for f in checkov(tmp_path)["results"].get("failed_checks", [])}
     assert "CKV_K8S_16" in failed  # privileged containers
+
+
+def pod_templates(objs: list[dict]) -> list[tuple[str, dict]]:
+    """(name, labels) of every pod the rendered objects make."""
+    out = []
+    for o in objs:
+        if o["kind"] == "Pod":
+            out.append((o["metadata"]["name"], o["metadata"]["labels"]))
+        elif o["kind"] in ("Deployment", "StatefulSet", "Job"):
+            out.append((o["metadata"]["name"], o["spec"]["template"]["metadata"]["labels"]))
+    return out
+
+
+def selects(policy: dict, labels: dict) -> bool:
+    sel = policy["spec"]["podSelector"]
+    return all(labels.get(k) == v for k, v in sel.get("matchLabels", {}).items()) and \
+        all(labels.get(e["key"]) in e["values"] for e in sel.get("matchExpressions", []))
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_every_pod_has_ingress_and_egress_policies_and_egress_goes_only_where_it_must(name):
+    objs = [o for o in yaml.safe_load_all(render(SCENARIOS[name])) if o]
+    policies = [o for o in objs if o["kind"] == "NetworkPolicy"]
+    for pod, labels in pod_templates(objs):
+        for kind in ("Ingress", "Egress"):
+            assert any(kind in p["spec"]["policyTypes"] and selects(p, labels) for p in policies), (pod, kind)
+    for p in policies:
+        for rule in p["spec"].get("egress", []):
+            ports = {(x["protocol"], x["port"]) for x in rule["ports"]}
+            # a rule open to every address is DNS, or the API server's ports (no CIDRs given)
+            assert "to" in rule or ports <= {("UDP", 53), ("TCP", 53)} or ports <= {("TCP", 443), ("TCP", 6443)}, (p["metadata"]["name"], rule)

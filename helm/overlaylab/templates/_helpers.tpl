@@ -91,3 +91,18 @@ securityContext:
 {{- range $k := until (int .Values.peers.churners) }}{{ $pods = append $pods (printf "%s-churner-%d" $name $k) }}{{ end -}}
 {{- toJson $pods -}}
 {{- end -}}
+
+{{/* overlaylab.webToken: the web token (templates/web-token.yaml) as a file, its path in
+$OVERLAYLAB_WEB_TOKEN_FILE: webTokenEnv (an env entry), webTokenMount, webTokenVolume. */}}
+{{- define "overlaylab.webTokenEnv" -}}
+- {name: OVERLAYLAB_WEB_TOKEN_FILE, value: /run/web-token/token}
+{{- end -}}
+{{- define "overlaylab.webTokenMount" -}}
+- {name: web-token, mountPath: /run/web-token, readOnly: true}
+{{- end -}}
+{{- define "overlaylab.webTokenVolume" -}}
+- name: web-token
+  secret:
+    secretName: {{ include "overlaylab.fullname" . }}-web-token
+    defaultMode: 0440
+{{- end -}}
