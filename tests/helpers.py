@@ -90,12 +90,12 @@ def conformance_experiment(protocol: str, **sections) -> dict:
 
 def reached_sets(rd) -> dict[tuple[int, str], frozenset[int]]:
     """(publisher, sequence number) -> the nodes with a span of that event, from a run directory's
-    traces (event ids differ across backends only in their incarnation part)."""
+    traces (event ids differ across backends only in their incarnation and tag)."""
     from analysis.crosscheck import read_spans
 
     out: dict[tuple[int, str], set[int]] = {}
     for s in read_spans(rd / "traces"):
-        publisher, _, seq = s["event_id"].split("-")
+        publisher, _, seq = s["event_id"].split("-")[:3]
         out.setdefault((int(publisher), seq), set()).add(s["node"])
     return {k: frozenset(v) for k, v in out.items()}
 

@@ -51,7 +51,7 @@ async def stale_then_moved(tmp_path, transport: TransportSettings) -> dict:
                 s.close()
 
 
-@pytest.mark.parametrize("transport", [TransportSettings(), TransportSettings(mode="stream", deadline_ms=1000)],
+@pytest.mark.parametrize("transport", [TransportSettings(mode="unary"), TransportSettings(mode="stream", deadline_ms=1000)],
                          ids=["unary", "stream"])
 def test_a_send_that_timed_out_unconnected_looks_the_peer_up_again(tmp_path, transport):
     r = asyncio.run(stale_then_moved(tmp_path, transport))
