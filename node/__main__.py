@@ -61,7 +61,7 @@ async def serve(cfg: PeerConfig) -> None:
                   state_dir / f"node-{n}.pickle" if state_dir else None, advertise=cfg.advertise,
                   otlp_endpoint=cfg.otlp_endpoint, refuse_before_join=cfg.refuse_before_join, shared=shared,
                   control_host=cfg.control_host, credentials=credentials, transport=cfg.transport, peer_host=host,
-                  incarnation=cfg.incarnations.get(n, 0), socket_dir=cfg.socket_dir)
+                  incarnation=cfg.incarnations.get(n, 0), socket_dir=cfg.socket_dir, run_nodes=cfg.run_nodes)
         for n in cfg.nodes
     ]
     addrs = {}

@@ -29,7 +29,7 @@ from node.transport.peer_config import PeerConfig
 def peer_config(exp: Experiment, run_id: str, nodes: list[int], **extra) -> PeerConfig:
     """The peer-process config of ``nodes`` (``extra``: the other fields of :class:`PeerConfig`)."""
     return PeerConfig(run_id=run_id, protocol=exp.protocol.name, params=asdict(exp.protocol.params), seed=exp.seed,
-                      nodes=nodes, rejoin=exp.churn.rejoin, transport=exp.transport, **extra)
+                      nodes=nodes, rejoin=exp.churn.rejoin, transport=exp.transport, run_nodes=exp.nodes.count, **extra)
 
 
 def release_name(run_id: str) -> str:

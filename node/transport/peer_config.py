@@ -39,6 +39,8 @@ class PeerConfig(BaseModel):
     control_host: str = "127.0.0.1"
     """Where the Control listener binds: loopback, so only this machine's controller reaches it,
     unless a controller in another pod must."""
+    run_nodes: int | None = Field(None, ge=1)
+    """The run's node count: a message naming a node id outside it is refused (None: unchecked)."""
     socket_dir: str | None = None
     """Listen on Unix sockets in this folder (``peer-<node>.sock``, ``control-<node>.sock``, and
     ``host-<first node>.sock`` for a stream server), not on TCP: only users who may open the folder

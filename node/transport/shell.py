@@ -44,8 +44,8 @@ from node.kit.links import LinkModel, LinkRule, latest_arrival_s
 from node.kit.rejoin import core_seed
 from node.kit.stack import Stack
 from node.kit.types import Action, Descriptor, EventMsg, Gossip, LocalProtocolError, Published, RemoteProtocolError, Send, Signal
-from node.transport.addresses import Addresses
 from node.transport.channels import Channels
+from node.transport.entries import Entries
 from node.transport.host import SERVICE, PeerHost, Refusals, answer_ping, listen, unix_address
 from node.transport.security import PEER_SERVICE, Credentials, aio_channel, control_roles
 from node.transport.settings import TransportSettings
@@ -65,7 +65,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
                  refuse_before_join: bool = False, shared: dict | None = None,
                  control_host: str = "127.0.0.1", credentials: Credentials | None = None,
                  transport: TransportSettings | None = None, peer_host: PeerHost | None = None,
-                 incarnation: int = 0, socket_dir: str | None = None) -> None:
+                 incarnation: int = 0, socket_dir: str | None = None, run_nodes: int | None = None) -> None:
         self.node_id = node_id
         self.protocol_name = protocol
         self.params = params
@@ -82,8 +82,8 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         """The run's peer certificate: mutual TLS on both listeners and every channel (None: plaintext)."""
         self.socket_dir = socket_dir
         """Listen on Unix sockets in this folder, not on TCP (``PeerConfig.socket_dir``)."""
-        self.addresses = Addresses(socket_dir)
-        """The addresses this peer accepts in node entries."""
+        self.entries = Entries(socket_dir, run_nodes)
+        """The addresses and node ids this peer accepts from other peers."""
         self.transport = transport or TransportSettings()
         self.peer_host = peer_host or PeerHost(self.transport, credentials, host, self.advertise, socket_dir)
         """What this peer shares with the other peers of its process (one of its own if none)."""
@@ -337,11 +337,17 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         for q in lost:
             self._execute(self.core.on_send_failed(q.dst, q.msg, self.now), q.span)
 
+    def check_entries(self, src: int, msg) -> None:
+        """RemoteProtocolError for a message from, or naming, a node or address of no peer of the run."""
+        self.entries.check_node(src)
+        if isinstance(msg, (Gossip, Signal)):
+            self.entries.check_all((msg.sender, *msg.entries))
+        elif isinstance(msg, EventMsg):
+            self.entries.check_node(msg.publisher)
+
     def receive(self, src: int, msg, parent, reply_to: int | None = None):
         try:
-            if isinstance(msg, (Gossip, Signal)):
-                self.addresses.check(msg.sender.addr)
-                self.addresses.check_all(msg.entries)
+            self.check_entries(src, msg)
             actions = self.core.on_message(src, msg, self.now)
         except RemoteProtocolError as e:
             self._reject(src, e)
@@ -370,6 +376,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
                 incoming = codec.decode(wire, data)
                 if codec.is_reply(incoming.msg):
                     raise RemoteProtocolError(f"a {wire.rpc} request marked as a reply")
+                self.check_entries(incoming.src, incoming.msg)
             except RemoteProtocolError as e:
                 self._reject(context.peer(), e)
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
@@ -420,7 +427,7 @@ class PeerShell(control_pb2_grpc.ControlServicer):
             self._new_life(request.incarnation)
         contacts = [codec.descriptor_from_pb(c) for c in request.contacts]
         try:
-            self.addresses.check_all(contacts)
+            self.entries.check_all(contacts)
         except RemoteProtocolError as e:
             self._reject(context.peer(), e)
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))

@@ -83,8 +83,10 @@ def control_request(method: str, data: bytes) -> Any:
     _check_names(*topics)
     for c in getattr(req, "contacts", ()):
         descriptor_from_pb(c)
-    if isinstance(req, control_pb2.PublishRequest) and len(req.payload) > MAX_PAYLOAD_BYTES:
-        raise RemoteProtocolError(f"payload of {len(req.payload)} bytes (limit {MAX_PAYLOAD_BYTES})")
+    if isinstance(req, control_pb2.PublishRequest):
+        if len(req.payload) > MAX_PAYLOAD_BYTES:
+            raise RemoteProtocolError(f"payload of {len(req.payload)} bytes (limit {MAX_PAYLOAD_BYTES})")
+        check_trace(req.trace_id, req.span_id)
     if isinstance(req, control_pb2.LinkRules):
         delays = [v for r in req.rules for v in (r.delay_ms, r.jitter_ms)] + [*req.base_delay_ms]
         if not all(0 <= v <= MAX_DELAY_MS for v in delays):  # False for NaN too
@@ -203,7 +205,16 @@ def event_from_pb(pb: peer_pb2.EventMessage) -> EventMsg:
     return EventMsg(pb.event_id, pb.topic, pb.payload, pb.publisher, pb.hops)
 
 
+def check_trace(trace_id: bytes, span_id: bytes) -> None:
+    """RemoteProtocolError unless the trace context is absent or a valid W3C one (a 16-byte trace
+    id and an 8-byte span id, neither all zero)."""
+    if (trace_id or span_id) and (len(trace_id) != 16 or len(span_id) != 8 or not any(trace_id) or not any(span_id)):
+        raise RemoteProtocolError(f"trace context of {len(trace_id)} and {len(span_id)} bytes, or all zero "
+                                  "(16 and 8, not zero, or none)")
+
+
 def _event_origin(pb: peer_pb2.EventMessage, msg: Message) -> tuple[NodeId, TraceIds]:
+    check_trace(pb.trace.trace_id, pb.trace.span_id)
     return pb.sender, (pb.trace.trace_id, pb.trace.span_id)
 
 

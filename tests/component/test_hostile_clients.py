@@ -10,7 +10,7 @@ import grpc
 import pytest
 
 from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc, peer_pb2
-from node.kit.types import Descriptor
+from node.kit.types import Descriptor, Gossip
 from node.protocols.gossip.protocol import GossipConfig
 from node.transport.security import Credentials, aio_channel, make_pki
 from node.transport.settings import TransportSettings
@@ -270,3 +270,34 @@ async def _impersonation(tmp_path):
 
 def test_only_the_peers_certificate_can_serve_as_a_peer(tmp_path):
     assert asyncio.run(_impersonation(tmp_path)) == {"peer": "OK", "controller": "UNAVAILABLE", "loadgen": "UNAVAILABLE"}
+
+
+async def _foreign_ids(tmp_path):
+    """A peer told the run's size refuses, counted, copies and gossip that name a node the run
+    does not have, or carry an all-zero trace context, and keeps serving good traffic."""
+    shell = PeerShell(0, "gossip", GossipConfig(), 1, "t", tmp_path / "traces", transport=TransportSettings(mode="unary"),
+                      run_nodes=2)
+    await shell.start()
+    try:
+        async with grpc.aio.insecure_channel(shell.addr) as ch:
+            forward, exchange = ch.unary_unary(f"/{SERVICE}/Forward"), ch.unary_unary(f"/{SERVICE}/Exchange")
+            stranger = Descriptor(7, "127.0.0.1:7000")
+            bad = [
+                (forward, codec.encode(codec.EventMsg("7-0-1", "a", b"p", 7, 1), 1)),   # a publisher of no node
+                (forward, codec.encode(codec.EventMsg("1-0-1", "a", b"p", 1, 1), 9)),   # a sender of no node
+                (forward, codec.encode(codec.EventMsg("1-0-2", "a", b"p", 1, 1), 1, (bytes(16), bytes(8)))),  # zero trace
+                (exchange, codec.encode(Gossip("cyclon", Descriptor(1, "127.0.0.1:7001"), (stranger,)), 1)),
+            ]
+            for call, data in bad:
+                with pytest.raises(grpc.aio.AioRpcError) as err:
+                    await call(data, timeout=5)
+                assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert shell.stats["malformed"] == len(bad)
+            await forward(codec.encode(codec.EventMsg("1-0-3", "a", b"p", 1, 1), 1, (b"t" * 16, b"s" * 8)), timeout=5)
+            assert shell.stats["events_received"] == 1
+    finally:
+        await shell.stop()
+
+
+def test_ids_of_no_node_and_zero_trace_contexts_are_refused(tmp_path):
+    asyncio.run(_foreign_ids(tmp_path))
