@@ -28,7 +28,7 @@ from locust import User, events, task
 from controller.backends.results import TOKEN_HEADER, token_matches, web_token
 from loadgen.plan import LoadPlan
 from node._gen.overlaylab.v1 import control_pb2, control_pb2_grpc
-from node.transport.security import Credentials, channel
+from node.transport.security import CALLER_KEY, CALLER_TOKEN_ENV, Credentials, channel
 
 grpc_gevent.init_gevent()
 
@@ -37,6 +37,8 @@ RATE_PER_USER = float(os.environ.get("OVERLAYLAB_RATE_PER_USER", "1"))
 PERIOD = 1.0 / RATE_PER_USER
 GOLDEN = (5 ** 0.5 - 1) / 2  # consecutive users' phases: the low-discrepancy sequence k * GOLDEN mod 1
 CREDENTIALS = Credentials.load(os.environ["OVERLAYLAB_PKI"], "loadgen") if os.environ.get("OVERLAYLAB_PKI") else None
+CALLER = ((CALLER_KEY, os.environ[CALLER_TOKEN_ENV]),) if os.environ.get(CALLER_TOKEN_ENV) else None
+"""The run's caller token (local runs): the peers count publications without it as unplanned."""
 _channels: dict[str, control_pb2_grpc.ControlStub] = {}
 
 
@@ -74,7 +76,7 @@ class Publisher(User):
         start = time.perf_counter()
         exception, length = None, 0
         try:
-            reply = stub(PLAN.addrs[node]).Publish(request, timeout=10)
+            reply = stub(PLAN.addrs[node]).Publish(request, timeout=10, metadata=CALLER)
             length = reply.ByteSize()
         except grpc.RpcError as e:
             exception = e

@@ -51,6 +51,9 @@ class Driver(ABC):
         """Each node's Control service address (the controller's and Locust's only)."""
         self.credentials: Credentials | None = None
         """The controller's certificate when the run uses mutual TLS (set by the host)."""
+        self.caller_token: str | None = None
+        """The run's caller token, which every call of the controller carries (set by the host
+        that gives it to the peers: node/transport/security.py CALLER_TOKEN_ENV)."""
         self.ctl: dict[int, control_pb2_grpc.ControlStub] = {}
         self.channels: dict[int, grpc.aio.Channel] = {}
         self.alive: set[int] = set()
@@ -84,7 +87,7 @@ class Driver(ABC):
 
     def _connect(self, node: int, addr: str, control_addr: str) -> None:
         self.addrs[node], self.control_addrs[node] = addr, control_addr
-        self.channels[node] = aio_channel(control_addr, self.credentials)
+        self.channels[node] = aio_channel(control_addr, self.credentials, caller_token=self.caller_token)
         self.ctl[node] = control_pb2_grpc.ControlStub(self.channels[node])
 
     # --- peers --------------------------------------------------------------------------------
@@ -238,6 +241,10 @@ class Driver(ABC):
             await self._each_alive("Leave")
             stats = await self._each_alive("GetStats")
             meta["counters_ns"] = time.time_ns()
+            for i, s in sorted(stats.items()):  # Control calls that came from outside the run
+                calls = {k.removeprefix("unplanned."): v for k, v in s.counters.items() if k.startswith("unplanned.")}
+                if calls:
+                    self.timeline.record(time.time_ns(), "unplanned_control", i, calls=calls)
             for i in sorted(self.alive):
                 self.timeline.record(time.time_ns(), "leave", i, end_of_run=True)
             snapshots.write(snapshot_table((codec.snapshot_from_pb(s) for s in snaps.values()), meta["ended_ns"]))

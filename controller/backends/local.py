@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -35,7 +36,7 @@ from controller.backends.rundir import RunDir
 from controller.cli.progress import console
 from controller.experiment.schema import Experiment
 from loadgen.plan import write_load_plan
-from node.transport.security import Credentials, make_pki
+from node.transport.security import CALLER_TOKEN_ENV, Credentials, make_pki
 
 READY_TIMEOUT_S = 60.0
 
@@ -69,6 +70,9 @@ class _LocalRun(Driver):
         self.runner = runner
         self.sockets = str(private) if exp.unix_sockets() else None
         """The folder of the peers' Unix sockets, or None: they listen on 127.0.0.1."""
+        self.caller_token = secrets.token_hex(16)
+        self.env = {**os.environ, "PYTHONUNBUFFERED": "1", CALLER_TOKEN_ENV: self.caller_token}
+        """The peers' and Locust's environment: with the caller token, which no other user reads."""
         self.solo: dict[int, subprocess.Popen] = {}
         self.standby: dict[int, tuple[subprocess.Popen, Path]] = {}
         """Each churning node's next process, loaded and waiting for its rejoin."""
@@ -105,7 +109,7 @@ class _LocalRun(Driver):
             proc = subprocess.Popen(
                 [sys.executable, "-m", "node", "--config", str(path)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env=self.env,
             )
         self.runner.procs.append(proc)
         return proc, log_path
@@ -186,7 +190,7 @@ class _LocalRun(Driver):
             cmd += ["--web-host", "127.0.0.1", "--web-port", "8089", "--autostart", "--autoquit", "1"]
         else:
             cmd += ["--headless", "--only-summary", "-t", f"{max(1, round(duration))}s"]
-        env = {**os.environ, "OVERLAYLAB_LOAD_PLAN": str(out / "plan.json"),
+        env = {**self.env, "OVERLAYLAB_LOAD_PLAN": str(out / "plan.json"),
                "OVERLAYLAB_RATE_PER_USER": str(p.rate_per_s / users), "PYTHONPATH": str(ROOT),
                **({"OVERLAYLAB_PKI": str(self.pki)} if self.pki else {})}
         with open(out / "locust.log", "w") as log:

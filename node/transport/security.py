@@ -39,6 +39,26 @@ def control_roles(method: str) -> set[str]:
     return ALLOWED.get(method, {"controller"})
 
 
+CALLER_TOKEN_ENV = "OVERLAYLAB_CALLER_TOKEN"
+"""A secret the local controller hands its peers and Locust (in their environment, which no
+other user can read): the calls of the run's own controller and load carry it."""
+CALLER_KEY = "x-overlaylab-caller"
+CHANGES_PLAN = frozenset({"Publish", "Join", "Leave", "Subscribe", "Unsubscribe", "SetLinkRules"})
+"""Control methods that change what a run does: a peer given a caller token counts the calls
+of these without it (``unplanned.<Method>``), which the controller records in the timeline."""
+
+
+class CallerToken(grpc.aio.UnaryUnaryClientInterceptor):
+    """Adds the run's caller token to every call of a channel."""
+
+    def __init__(self, token: str) -> None:
+        self.metadata = ((CALLER_KEY, token),)
+
+    async def intercept_unary_unary(self, continuation, client_call_details, request):
+        details = client_call_details._replace(metadata=(*(client_call_details.metadata or ()), *self.metadata))
+        return await continuation(details, request)
+
+
 @dataclass(frozen=True)
 class Credentials:
     """One role's certificate and key, and the run's CA certificate (all PEM)."""
@@ -59,11 +79,14 @@ class Credentials:
         return grpc.ssl_channel_credentials(self.ca, self.key, self.cert)
 
 
-def aio_channel(addr: str, creds: Credentials | None, options: list | tuple = ()) -> grpc.aio.Channel:
-    """An asyncio channel to ``addr``: mutual TLS with ``creds``, plaintext without."""
+def aio_channel(addr: str, creds: Credentials | None, options: list | tuple = (), caller_token: str | None = None) -> grpc.aio.Channel:
+    """An asyncio channel to ``addr``: mutual TLS with ``creds``, plaintext without; every call
+    carrying ``caller_token`` if given."""
+    interceptors = [CallerToken(caller_token)] if caller_token else None
     if creds is None:
-        return grpc.aio.insecure_channel(addr, options=list(options))
-    return grpc.aio.secure_channel(addr, creds.channel(), options=[*options, ("grpc.ssl_target_name_override", TARGET_NAME)])
+        return grpc.aio.insecure_channel(addr, options=list(options), interceptors=interceptors)
+    return grpc.aio.secure_channel(addr, creds.channel(), options=[*options, ("grpc.ssl_target_name_override", TARGET_NAME)],
+                                   interceptors=interceptors)
 
 
 def channel(addr: str, creds: Credentials | None) -> grpc.Channel:

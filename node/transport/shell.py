@@ -26,6 +26,7 @@ interpreter too. Link emulation
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 import os
 import pickle
@@ -47,7 +48,7 @@ from node.kit.types import Action, Descriptor, EventMsg, Gossip, LocalProtocolEr
 from node.transport.channels import Channels
 from node.transport.entries import Entries
 from node.transport.host import SERVICE, PeerHost, Refusals, answer_ping, listen, unix_address
-from node.transport.security import PEER_SERVICE, Credentials, aio_channel, control_roles
+from node.transport.security import CALLER_KEY, CALLER_TOKEN_ENV, CHANGES_PLAN, PEER_SERVICE, Credentials, aio_channel, control_roles
 from node.transport.settings import TransportSettings
 from node.transport.streams import Queued
 from node.transport.telemetry import FLUSH_S, PeerTelemetry, context_bytes, remote_parent
@@ -82,6 +83,8 @@ class PeerShell(control_pb2_grpc.ControlServicer):
         """The run's peer certificate: mutual TLS on both listeners and every channel (None: plaintext)."""
         self.socket_dir = socket_dir
         """Listen on Unix sockets in this folder, not on TCP (``PeerConfig.socket_dir``)."""
+        self.caller_token = os.environ.get(CALLER_TOKEN_ENV)
+        """The run's caller token (security.CALLER_TOKEN_ENV), if the controller gave one."""
         self.entries = Entries(socket_dir, run_nodes)
         """The addresses and node ids this peer accepts from other peers."""
         self.transport = transport or TransportSettings()
@@ -417,8 +420,15 @@ class PeerShell(control_pb2_grpc.ControlServicer):
             except RemoteProtocolError as e:
                 self._reject(context.peer(), e)
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+            if self.caller_token and method in CHANGES_PLAN and not self._from_the_run(context):
+                self.stats[f"unplanned.{method}"] += 1
+                self.refusals.warn("node %d: %s from %s, a caller without the run's token", self.node_id, method, context.peer())
             return (await call(request, context)).SerializeToString()
         return handle
+
+    def _from_the_run(self, context: grpc.aio.ServicerContext) -> bool:
+        given = dict(context.invocation_metadata() or ()).get(CALLER_KEY, "")
+        return hmac.compare_digest(str(given).encode(), self.caller_token.encode())
 
     async def Join(self, request, context):
         if request.incarnation != self.incarnation and self.state_path is None:

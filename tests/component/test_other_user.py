@@ -13,6 +13,7 @@ import threading
 
 import pytest
 
+from analysis.jobs.summarize import partial
 from controller.backends import local
 from controller.backends.local import LocalRunner
 from controller.backends.rundir import RunDir
@@ -25,9 +26,10 @@ NOBODY = 65534
 NODES = 6
 
 
-def attacked_run(tmp_path, monkeypatch, security: dict) -> tuple[dict, int, int]:
+def attacked_run(tmp_path, monkeypatch, security: dict) -> tuple[dict, int, int, list[dict]]:
     """Run a small local run while another user attacks it; returns each call's outcome, the
-    events the plan published and the events the traces hold."""
+    events the plan published, the events the traces hold, and the run's partial record (from
+    its timeline, as summary.json has it)."""
     exp = parse_experiment({
         "name": "other-user", "seed": 5, "backend": "local",
         "protocol": {"name": "gossip", "params": {"gamma": 1.0, "cyclon": {"view_size": 4, "shuffle_length": 2}}},
@@ -61,21 +63,26 @@ def attacked_run(tmp_path, monkeypatch, security: dict) -> tuple[dict, int, int]
         run.join(timeout=120)
     assert not run.is_alive()
     published = [s for s in otlp_spans(rd.traces) if s["name"] == "publish"]
-    return json.loads(out), exp.publications.count, len(published)
+    timeline = [json.loads(line) for line in (rd.path / "timeline.jsonl").read_text().splitlines()]
+    meta = json.loads((rd.path / "run.json").read_text())
+    return json.loads(out), exp.publications.count, len(published), partial(meta, timeline)
 
 
 def test_another_user_can_neither_reach_nor_act_on_a_default_local_run(tmp_path, monkeypatch):
-    outcome, planned, published = attacked_run(tmp_path, monkeypatch, {})
+    outcome, planned, published, fell_short = attacked_run(tmp_path, monkeypatch, {})
     calls = [code for methods in outcome.values() for code in methods.values()]
     assert sum("Publish" in methods for methods in outcome.values()) == NODES  # every peer's Control, and its Peer service
     assert all(code == "UNAVAILABLE" for code in calls), outcome
     assert all(addr.startswith("unix:") for addr in outcome)
-    assert published == planned
+    assert published == planned and fell_short is None
 
 
 def test_the_same_attack_on_peers_listening_on_tcp_gets_through(tmp_path, monkeypatch):
-    outcome, planned, published = attacked_run(tmp_path, monkeypatch, {"listen": "tcp"})
+    outcome, planned, published, fell_short = attacked_run(tmp_path, monkeypatch, {"listen": "tcp"})
     calls = [code for methods in outcome.values() for code in methods.values()]
     assert sum("Publish" in methods for methods in outcome.values()) == NODES
     assert all(code == "OK" for code in calls), outcome
     assert published == planned + NODES  # one forged publication into every peer
+    # ... which the run records: the peers counted the calls without the run's caller token
+    assert fell_short["unplanned_control"] == [{"node": n, "calls": {"Publish": 1}} for n in range(NODES)]
+    assert fell_short["nodes_affected"] == list(range(NODES))
