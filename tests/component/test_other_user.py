@@ -1,7 +1,8 @@
 """A default local run is closed to the machine's other users (issue 52): a process that drops
 to uid nobody, given every peer's addresses, can neither call a peer nor act on one (publish into
 it). The same attack on a run that listens on 127.0.0.1 without TLS (``security.listen: tcp``)
-gets through, publishing events the plan never had: so the test can fail."""
+gets through, publishing events the plan never had (so the test can fail), and the run's summary
+says so (``partial.unplanned_control``)."""
 
 from __future__ import annotations
 
