@@ -190,14 +190,17 @@ STREAM_LOSSES = ("stream_queue_full", "stream_deadline", "stream_broken")
 def partial(meta: dict, timeline: list[dict]) -> dict | None:
     """None for a run that completed with every peer up to the end and nothing from outside; else
     how it fell short: the run's status, when it ended against its plan (seconds after the
-    start), each unplanned crash (node, time, why), and the Control calls each node took from
-    outside the run (``unplanned_control``). Metrics cover what was recorded; crashed nodes stop
+    start), each unplanned crash (node, time, why), each node that did not answer the
+    controller while its host ran (``unresponsive``: busy, not dead), and the Control calls each
+    node took from outside the run (``unplanned_control``). Metrics cover what was recorded; crashed nodes stop
     being expected receivers when they crash, like any crash."""
     status = meta.get("status", "complete")
     crashes = [{"node": e["node"], "at_s": (e["t_ns"] - meta["started_ns"]) / 1e9, "why": e.get("why")}
                for e in timeline if e["kind"] == "crash" and e.get("unplanned")]
     outside = [{"node": e["node"], "calls": e["calls"]} for e in timeline if e["kind"] == "unplanned_control"]
-    if status == "complete" and not crashes and not outside:
+    unresponsive = [{"node": e["node"], "at_s": (e["t_ns"] - meta["started_ns"]) / 1e9, "why": e.get("why")}
+                    for e in timeline if e["kind"] == "unresponsive"]
+    if status == "complete" and not crashes and not outside and not unresponsive:
         return None
     planned = meta.get("planned_end_ns")
     return {
@@ -206,7 +209,8 @@ def partial(meta: dict, timeline: list[dict]) -> dict | None:
         "planned_end_s": (planned - meta["started_ns"]) / 1e9 if planned else None,
         "unplanned_crashes": crashes,
         "unplanned_control": outside,
-        "nodes_affected": "all" if status != "complete" else sorted({c["node"] for c in crashes + outside}),
+        "unresponsive": unresponsive,
+        "nodes_affected": "all" if status != "complete" else sorted({c["node"] for c in crashes + outside + unresponsive}),
     }
 
 

@@ -284,8 +284,9 @@ class Driver(ABC):
             out.write(snapshot_table((codec.snapshot_from_pb(r) for r in replies if not isinstance(r, BaseException)), at))
 
     async def _each_alive(self, method: str) -> dict:
-        """``method`` on every live node, concurrently; a node that does not answer is recorded
-        as an unplanned crash and left out."""
+        """``method`` on every live node, concurrently; a node that does not answer is left out
+        of the reply, and recorded as unresponsive if its host still runs (busy is not dead),
+        else as an unplanned crash."""
         alive = sorted(self.alive)
         replies = await asyncio.gather(*(getattr(self.ctl[i], method)(EMPTY, timeout=RPC_TIMEOUT_S) for i in alive),
                                        return_exceptions=True)
@@ -293,7 +294,11 @@ class Driver(ABC):
         for i, r in zip(alive, replies):
             if isinstance(r, grpc.aio.AioRpcError):
                 self._fail(method)
-                self._crashed(i, f"{method}: {r.code().name}")
+                why = f"{method}: {r.code().name}"
+                if await self.host_running(i):
+                    self.timeline.record(time.time_ns(), "unresponsive", i, why=why)
+                else:
+                    self._crashed(i, why)
             elif isinstance(r, BaseException):
                 raise r
             else:
@@ -312,6 +317,11 @@ class Driver(ABC):
         """Nodes whose host is gone though the plan did not take it down: node -> why. The
         default knows of none (a host may override it)."""
         return {}
+
+    async def host_running(self, node: int) -> bool:
+        """Whether ``node``'s host (its process, its pod) is known to run still: a node that does
+        not answer then is busy, not dead. The default cannot tell (False: a crash)."""
+        return False
 
     async def _watch_hosts(self) -> None:
         while True:

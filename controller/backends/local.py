@@ -169,6 +169,10 @@ class _LocalRun(Driver):
         self._connect(node, *(await self._ready(proc, log))[node])
         self._spawn_spare(node)
 
+    async def host_running(self, node: int) -> bool:
+        proc = self.host_of.get(node)
+        return proc is not None and proc.poll() is None
+
     async def hosts_gone(self) -> dict[int, str]:
         return {node: f"peer process {p.pid} exited with {p.returncode}"
                 for node, p in self.host_of.items() if node in self.alive and p.poll() is not None}
