@@ -18,6 +18,7 @@ import yaml
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from analysis.fidelity import verdict as fidelity_verdict
 from analysis.protocols import analysis_for
 from controller.cli.progress import phase
 
@@ -118,6 +119,7 @@ def _analyse(spark: SparkSession, staged_run: StagedRun) -> dict:
         summary["partial"] = partial(meta, timeline_rows)
         if (rd / "fidelity.json").exists():
             summary["fidelity"] = json.loads((rd / "fidelity.json").read_text())
+        summary["fidelity"].update(fidelity_verdict(meta, timeline_rows, summary["fidelity"] or None))
         summary["churn"] = churn_counts(timeline_rows)
         summary["protocol_metrics"] = plugin.metrics(final)
         summary["skipped_publications"] = meta.get("skipped_publications", 0)

@@ -35,6 +35,9 @@ from node.wire import codec
 
 RPC_TIMEOUT_S = 30.0
 WATCH_S = 0.5
+LOAD_EVERY_S = 1.0
+"""How often the controller reads each host process's load counters."""
+LOAD_TIMEOUT_S = 1.0
 """How often the hosts are checked for peers that died unplanned."""
 EMPTY = control_pb2.Empty()
 
@@ -194,7 +197,7 @@ class Driver(ABC):
         exp, rd, plan = self.exp, self.rd, self.plan
         rd.write_jsonl("subscriptions.jsonl", ({"node": i, "topics": sorted(t)} for i, t in enumerate(plan.subscriptions)))
         meta: dict = {}
-        watcher = snapshotter = None
+        watcher = snapshotter = load_watcher = None
         snapshots = Snapshots(rd)
         try:
             await self.start_peers()
@@ -208,6 +211,7 @@ class Driver(ABC):
                         skipped_publications=plan.skipped_publications, **plans.manifest(plan))
             rd.write_json("run.json", run_meta(exp, rd, **meta))
             watcher = asyncio.ensure_future(self._watch_hosts())
+            load_watcher = asyncio.ensure_future(self._watch_load())
             if exp.outputs.snapshot_every_s:
                 snapshotter = asyncio.ensure_future(self._snapshot_every(exp.outputs.snapshot_every_s, plan.end_s, snapshots))
             await asyncio.gather(*(self._join(i, plans.initial_contacts(plan, i), initial=True)
@@ -231,8 +235,9 @@ class Driver(ABC):
                     advance(plan.end_s - left)
                     await asyncio.sleep(min(0.5, left))
                 advance(plan.end_s)
-            if snapshotter is not None:
-                snapshotter.cancel()
+            for task in (snapshotter, load_watcher):
+                if task is not None:
+                    task.cancel()
             meta["ended_ns"] = time.time_ns()
             fidelity = await self._fidelity()
             # The final views next to the final counters: nothing changes a view after Leave,
@@ -261,7 +266,7 @@ class Driver(ABC):
                     meta.update(status="failed", error=f"{type(e).__name__}: {e}")
             raise
         finally:
-            for task in (watcher, snapshotter):
+            for task in (watcher, snapshotter, load_watcher):
                 if task is not None:
                     task.cancel()
             self.timeline.close()
@@ -317,6 +322,28 @@ class Driver(ABC):
         """Nodes whose host is gone though the plan did not take it down: node -> why. The
         default knows of none (a host may override it)."""
         return {}
+
+    def host_groups(self) -> list[list[int]]:
+        """The live nodes grouped by the process that hosts them (whose event loop they share).
+        The default knows of none: no load is watched."""
+        return []
+
+    async def _watch_load(self) -> None:
+        """Every ``LOAD_EVERY_S``, each host process's load counters (node/transport/loopwatch.py),
+        read from its first live node, as a ``host`` line of the timeline (``answered: false``
+        when it did not answer within ``LOAD_TIMEOUT_S``): what fidelity.verdict is made of."""
+        while True:
+            await asyncio.sleep(LOAD_EVERY_S)
+            firsts = [group[0] for group in self.host_groups() if group]
+            replies = await asyncio.gather(*(self.ctl[i].GetStats(EMPTY, timeout=LOAD_TIMEOUT_S) for i in firsts),
+                                           return_exceptions=True)
+            at = time.time_ns()
+            for i, r in zip(firsts, replies):
+                if isinstance(r, BaseException):
+                    self.timeline.record(at, "host", i, answered=False)
+                else:
+                    self.timeline.record(at, "host", i, answered=True,
+                                         **{k.removeprefix("host."): v for k, v in r.counters.items() if k.startswith("host.")})
 
     async def host_running(self, node: int) -> bool:
         """Whether ``node``'s host (its process, its pod) is known to run still: a node that does

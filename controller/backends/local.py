@@ -169,6 +169,14 @@ class _LocalRun(Driver):
         self._connect(node, *(await self._ready(proc, log))[node])
         self._spawn_spare(node)
 
+    def host_groups(self) -> list[list[int]]:
+        groups: dict[int, list[int]] = {}
+        for node in sorted(self.alive):
+            proc = self.host_of.get(node)
+            if proc is not None:
+                groups.setdefault(proc.pid, []).append(node)
+        return list(groups.values())
+
     async def host_running(self, node: int) -> bool:
         proc = self.host_of.get(node)
         return proc is not None and proc.poll() is None

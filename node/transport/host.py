@@ -45,6 +45,7 @@ from node.kit.interpret import MALFORMED
 from node.kit.links import LinkModel, latest_arrival_s
 from node.kit.types import EventMsg, RemoteProtocolError, Send
 from node.transport.channels import Channels
+from node.transport.loopwatch import LoopWatch
 from node.transport.security import PEER_SERVICE, Credentials, role_of
 from node.transport.settings import TransportSettings
 from node.transport.streams import Link, Queued, envelope, frame_messages
@@ -176,6 +177,8 @@ class PeerHost:
         self.peers: dict[int, HostedPeer] = {}
         self.stats: Counter[str] = Counter()
         self.refusals = Refusals(self.stats, credentials)
+        self.loop_watch = LoopWatch(self.stats)
+        """The process's event-loop lag and CPU, in ``stats`` (node/transport/loopwatch.py)."""
         self.server: grpc.aio.Server | None = None
         self.addr = ""
         self.channels = Channels(credentials, self.spawn, self.transport.connect_timeout_ms)
@@ -215,7 +218,11 @@ class PeerHost:
         0: any free one; a Unix socket with ``socket_dir``). Returns the shared server's port
         (0 in unary mode); its address is ``addr``."""
         self.peers[peer.node_id] = peer
-        self._loop = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop or len(self.peers) == 1:  # the process's first peer (again)
+            self._loop = loop
+            self.loop_watch.stop()
+            self.loop_watch.start(loop)
         if not self.streams:
             return 0
         if self.server is None:
@@ -235,6 +242,7 @@ class PeerHost:
         self.peers.pop(peer.node_id, None)
         if self.peers:
             return
+        self.loop_watch.stop()
         self._stopping = True
         if self._draining is not None:
             self._draining.cancel()

@@ -1,6 +1,6 @@
-"""Busy is not dead (issue 57): a peer process that cannot answer the end-of-run snapshot and
-counters because it is stalled (SIGSTOP here; an overloaded host in the issue) is recorded as
-unresponsive, not as an unplanned crash, and the run says so in ``partial``."""
+"""Runs on a host that falls behind (issue 57; SIGSTOP of a peer process stands in for an
+overloaded host): a stalled process is unresponsive, not crashed, and its stall shows in
+``fidelity.verdict``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ import asyncio
 import json
 import os
 import signal
+import threading
+import time
 
+from analysis.fidelity import covered_s, verdict
 from analysis.jobs.summarize import partial
 from controller.backends import driver, local
 from controller.backends.local import LocalRunner
@@ -48,3 +51,54 @@ def test_a_stalled_peer_process_is_unresponsive_not_crashed(tmp_path, monkeypatc
     assert {u["node"] for u in record["unresponsive"]} == {3, 4, 5}
     assert all(u["why"].endswith("DEADLINE_EXCEEDED") for u in record["unresponsive"])
     assert record["nodes_affected"] == [3, 4, 5]
+
+
+def test_a_peer_process_starved_mid_run_degrades_that_window_and_no_other(tmp_path, monkeypatch):
+    """Issue 57: a peer process stopped for 3 s in the middle of a run (SIGSTOP: its event loop
+    gets no CPU, as on a host that cannot keep up) gets ``degraded`` windows covering the stall
+    and none elsewhere; the run's verdict is ``degraded``, not ``ok`` or ``invalid``."""
+    exp = parse_experiment({
+        "name": "starved", "seed": 4, "backend": "local",
+        "protocol": {"name": "gossip", "params": {"gamma": 1.0, "cyclon": {"view_size": 4, "shuffle_length": 2}}},
+        "nodes": {"count": 6, "peers_per_process": 3},
+        "workload": {"topics": 2, "subscriptions": {"min": 1, "max": 1}},
+        "publications": {"count": 24, "rate_per_s": 2},
+        "network": {"delay": {"ms": 5}, "fidelity_links": 0},
+        "phases": {"warmup_s": 2, "drain_s": 2},
+    })
+    runs: list = []
+    start_peers = local._LocalRun.start_peers
+
+    async def keep(self):
+        runs.append(self)
+        await start_peers(self)
+    monkeypatch.setattr(local._LocalRun, "start_peers", keep)
+    rd = RunDir.create(exp, tmp_path)
+    run = threading.Thread(target=LocalRunner().run, args=(exp, rd))
+    run.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not (runs and len(runs[0].host_of) == 6 and (rd.path / "timeline.jsonl").exists()
+                   and '"kind": "host"' in (rd.path / "timeline.jsonl").read_text()):
+            assert time.monotonic() < deadline and run.is_alive(), "no load readings"
+            time.sleep(0.2)
+        time.sleep(4.0)  # some readings before the stall
+        proc = runs[0].host_of[3]
+        stalled_from = time.time_ns()
+        os.kill(proc.pid, signal.SIGSTOP)
+        time.sleep(3.0)
+        os.kill(proc.pid, signal.SIGCONT)
+        stalled_to = time.time_ns()
+    finally:
+        run.join(timeout=120)
+    meta = json.loads((rd.path / "run.json").read_text())
+    timeline = [json.loads(line) for line in (rd.path / "timeline.jsonl").read_text().splitlines()]
+    v = verdict(meta, timeline, None)
+    assert meta["status"] == "complete" and v["verdict"] == "degraded", v
+    lo, hi = (stalled_from - meta["started_ns"]) / 1e9, (stalled_to - meta["started_ns"]) / 1e9
+    mine = [w for w in v["windows"] if w["node"] == 3]
+    # every degraded window of the stalled process overlaps the stall (a window reaches back to
+    # the reading before it), and they cover it; the other process's windows are degraded only
+    # if that process fell behind too (on a busy machine it may: its loop gets the CPU late)
+    assert mine and all(w["end_s"] > lo and w["start_s"] < hi + 1.5 for w in mine), (lo, hi, v["windows"])
+    assert covered_s(mine) >= 0.8 * (hi - lo) and covered_s(mine) <= hi - lo + 3.0, (lo, hi, mine)

@@ -1,0 +1,50 @@
+"""How well a peer process keeps up with its plan: a timer every :data:`SAMPLE_S` on its event
+loop, and how late it fires (the loop's lag: every emulated delay, timer and reply waits that
+long too), with the process's CPU time. Monotone counters in the process's stats (reported with
+its first peer's ``GetStats``), which the controller reads during the run and the analysis turns
+into ``summary.json`` ``fidelity.verdict`` (analysis/fidelity.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+
+SAMPLE_S = 0.2
+"""How often the loop's lag is sampled (a timer; about 5 µs of CPU each)."""
+LAG_BUCKETS_MS = (10, 100, 1000)
+"""Samples later than each of these are counted (``host.lag_over_<b>ms``)."""
+
+
+class LoopWatch:
+    def __init__(self, stats: Counter[str]) -> None:
+        self.stats = stats
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._handle: asyncio.TimerHandle | None = None
+        self._due = 0.0
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._arm(loop.time())
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+
+    def _arm(self, now: float) -> None:
+        assert self._loop is not None
+        self._due = now + SAMPLE_S
+        self._handle = self._loop.call_at(self._due, self._tick)
+
+    def _tick(self) -> None:
+        assert self._loop is not None
+        now = self._loop.time()
+        lag_ms = (now - self._due) * 1000.0
+        st = self.stats
+        st["host.lag_samples"] += 1
+        for bucket in LAG_BUCKETS_MS:
+            if lag_ms > bucket:
+                st[f"host.lag_over_{bucket}ms"] += 1
+        st["host.lag_ms_max"] = max(st["host.lag_ms_max"], int(lag_ms))
+        st["host.cpu_ms"] = int(time.process_time() * 1000)
+        self._arm(now)

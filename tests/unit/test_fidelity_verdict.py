@@ -1,0 +1,60 @@
+"""fidelity.verdict from the peer processes' load readings and the link probes (analysis/fidelity.py)."""
+
+from analysis.fidelity import covered_s, verdict
+
+S = 1_000_000_000
+
+
+def host(t_s: float, node: int = 0, answered: bool = True, samples: int = 0, late: int = 0) -> dict:
+    line = {"t_ns": int(t_s * S), "kind": "host", "node": node, "answered": answered}
+    if answered:
+        line.update(lag_samples=samples, lag_over_100ms=late)
+    return line
+
+
+def readings(node: int, seconds: int, stall: range = range(0)) -> list[dict]:
+    """A process read every second, 5 lag samples a second, silent in the ``stall`` seconds."""
+    out, samples = [], 0
+    for t in range(1, seconds + 1):
+        if t in stall:
+            out.append(host(t, node, answered=False))
+        else:
+            samples = 5 * t
+            out.append(host(t, node, samples=samples))
+    return out
+
+
+META = {"backend": "local", "started_ns": 0, "ended_ns": 20 * S}
+
+
+def test_a_run_whose_processes_kept_up_is_ok():
+    v = verdict(META, readings(0, 20) + readings(3, 20), None)
+    assert v["verdict"] == "ok" and v["windows"] == [] and v["reasons"] == []
+
+
+def test_a_stalled_process_degrades_its_window_only():
+    v = verdict(META, readings(0, 20) + readings(3, 20, stall=range(8, 11)), None)
+    assert v["verdict"] == "degraded"
+    assert {(w["node"], w["start_s"], w["end_s"]) for w in v["windows"]} == {(3, 7.0, 8.0), (3, 8.0, 9.0), (3, 9.0, 10.0)}
+    assert covered_s(v["windows"]) == 3.0 and "3 of 38 process windows degraded, 15.0%" in v["reasons"][0]
+
+
+def test_late_samples_and_a_starved_timer_degrade_too():
+    lines = [host(1, samples=5), host(2, samples=10, late=3), host(3, samples=11, late=3), host(4, samples=16, late=3)]
+    v = verdict({**META, "ended_ns": 4 * S}, lines, None)
+    assert [w["start_s"] for w in v["windows"]] == [1.0, 2.0]
+    assert "later than 100 ms" in v["windows"][0]["why"] and "starved" in v["windows"][1]["why"]
+
+
+def test_a_run_stalled_most_of_the_time_or_losing_its_probes_is_invalid():
+    assert verdict(META, readings(0, 20, stall=range(2, 18)), None)["verdict"] == "invalid"
+    probes = {"loss": {"planned": 0.0, "measured": 1.0, "error_pp": 100.0}, "delay_ms": {"error_pct": 5.0}}
+    v = verdict(META, readings(0, 20), probes)
+    assert v["verdict"] == "invalid" and "lost 100.0 points" in v["reasons"][0]
+    slow = {"loss": {"error_pp": 0.0}, "delay_ms": {"error_pct": 60.0}}
+    assert verdict(META, readings(0, 20), slow)["verdict"] == "degraded"
+
+
+def test_sim_is_ok_and_a_real_run_without_readings_unmeasured():
+    assert verdict({**META, "backend": "sim"}, [], None)["verdict"] == "ok"
+    assert verdict({**META, "backend": "k8s"}, [], None)["verdict"] == "unmeasured"
