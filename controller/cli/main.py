@@ -292,7 +292,7 @@ def headline(summary: dict) -> dict:
     out = {k: summary[k] for k in HEADLINE if k in summary}
     fidelity = summary.get("fidelity") or {}
     if fidelity:
-        out["fidelity"] = {k: fidelity[k] for k in ("delay_ms", "jitter_ms", "loss") if k in fidelity}
+        out["fidelity"] = {k: fidelity[k] for k in ("verdict", "reasons", "delay_ms", "jitter_ms", "loss") if k in fidelity}
     load = summary.get("load") or {}
     out["load"] = {k: v for k, v in load.items() if k in ("driver", "target_rate_per_s", "offered_per_s",
                                                           "published_per_s", "deliveries_per_s")}

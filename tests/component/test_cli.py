@@ -31,8 +31,9 @@ def test_sim_run_end_to_end_writes_summary_and_report(tmp_path, capsys):
     assert summary["hit_ratio"] == 1.0 and summary["complete_event_ratio"] == 1.0
     assert summary["hops"]["p50"] >= 1 and summary["latency_ms"]["p50"] >= 25  # 30 ms +- 5 per hop
     assert summary["spans"]["dropped"] == 0
+    assert summary["fidelity"]["verdict"] == "ok"  # virtual time
     html = (rd / "report.html").read_text()
-    assert "hit ratio (pooled)" in html and "plots/latency_cdf.png" in html
+    assert "hit ratio (pooled)" in html and "plots/latency_cdf.png" in html and "Fidelity: ok" in html
     assert (rd / "plots" / "hops.png").stat().st_size > 1000
     assert (rd / "metrics" / "events.parquet").exists()
     assert json.loads(capsys.readouterr().out)["hit_ratio"] == 1.0
