@@ -32,16 +32,27 @@ def get(url: str, headers: dict | None = None) -> tuple[int, bytes, dict]:
         return e.code, e.read(), dict(e.headers)
 
 
+def up_and_refusing(url: str, proc: subprocess.Popen | None = None, timeout_s: float = 60.0) -> None:
+    """Wait until the server at ``url`` answers (on a busy machine it may take a while to bind),
+    and check that it answers 401 to a request without the token."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            status = get(url)[0]
+            break
+        except OSError:
+            assert time.monotonic() < deadline and (proc is None or proc.poll() is None), f"{url} never came up"
+            time.sleep(0.2)
+    assert status == 401
+
+
 def test_the_results_server_serves_a_run_only_with_the_token(tmp_path):
     (tmp_path / "r1").mkdir()
     (tmp_path / "r1" / "run.json").write_text("{}")
     port = free_port()
     threading.Thread(target=serve, args=(tmp_path, port, TOKEN), daemon=True).start()
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 10
-    while get(f"{url}/healthz")[0] != 401:  # up, and refusing
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    up_and_refusing(f"{url}/healthz")
     assert get(f"{url}/r1.tar.gz")[0] == 401
     assert get(f"{url}/r1.tar.gz", {TOKEN_HEADER: "guess"})[0] == 401
     status, body, _ = get(f"{url}/r1.tar.gz", {TOKEN_HEADER: TOKEN})
@@ -61,15 +72,7 @@ def test_the_locust_web_ui_answers_only_with_the_token(tmp_path):
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                status = get(f"{url}/")[0]
-                break
-            except OSError:
-                assert time.monotonic() < deadline and master.poll() is None, "Locust's web UI never came up"
-                time.sleep(0.2)
-        assert status == 401
+        up_and_refusing(f"{url}/", master)
         assert get(f"{url}/stats/requests")[0] == 401
         assert get(f"{url}/stats/requests", {TOKEN_HEADER: "guess"})[0] == 401
         assert get(f"{url}/stats/requests", {TOKEN_HEADER: TOKEN})[0] == 200
