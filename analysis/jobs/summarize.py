@@ -200,8 +200,13 @@ def partial(meta: dict, timeline: list[dict]) -> dict | None:
     crashes = [{"node": e["node"], "at_s": (e["t_ns"] - meta["started_ns"]) / 1e9, "why": e.get("why")}
                for e in timeline if e["kind"] == "crash" and e.get("unplanned")]
     outside = [{"node": e["node"], "calls": e["calls"]} for e in timeline if e["kind"] == "unplanned_control"]
-    unresponsive = [{"node": e["node"], "at_s": (e["t_ns"] - meta["started_ns"]) / 1e9, "why": e.get("why")}
-                    for e in timeline if e["kind"] == "unresponsive"]
+    missed: dict[int, dict] = {}  # node -> its first missed call, and how many it missed
+    for e in timeline:
+        if e["kind"] == "unresponsive":
+            first = missed.setdefault(e["node"], {"node": e["node"], "at_s": (e["t_ns"] - meta["started_ns"]) / 1e9,
+                                                  "why": e.get("why"), "missed": 0})
+            first["missed"] += 1
+    unresponsive = list(missed.values())
     if status == "complete" and not crashes and not outside and not unresponsive:
         return None
     planned = meta.get("planned_end_ns")

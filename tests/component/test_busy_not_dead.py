@@ -49,6 +49,7 @@ def test_a_stalled_peer_process_is_unresponsive_not_crashed(tmp_path, monkeypatc
     record = partial(meta, timeline)
     assert record["unplanned_crashes"] == []
     assert {u["node"] for u in record["unresponsive"]} == {3, 4, 5}
+    assert all(u["missed"] == 3 for u in record["unresponsive"])  # the snapshot, Leave and the counters
     assert all(u["why"].endswith("DEADLINE_EXCEEDED") for u in record["unresponsive"])
     assert record["nodes_affected"] == [3, 4, 5]
 
