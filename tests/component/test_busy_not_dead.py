@@ -19,16 +19,21 @@ from controller.backends.rundir import RunDir
 from controller.experiment.schema import parse_experiment
 
 
-def test_a_stalled_peer_process_is_unresponsive_not_crashed(tmp_path, monkeypatch):
-    exp = parse_experiment({
-        "name": "stalled", "seed": 3, "backend": "local",
+def two_processes(name: str, publications: int, rate_per_s: float, drain_s: float):
+    """Six flooding peers in two processes (nodes 0-2 and 3-5)."""
+    return parse_experiment({
+        "name": name, "seed": 3, "backend": "local",
         "protocol": {"name": "gossip", "params": {"gamma": 1.0, "cyclon": {"view_size": 4, "shuffle_length": 2}}},
         "nodes": {"count": 6, "peers_per_process": 3},
         "workload": {"topics": 2, "subscriptions": {"min": 1, "max": 1}},
-        "publications": {"count": 4, "rate_per_s": 4},
+        "publications": {"count": publications, "rate_per_s": rate_per_s},
         "network": {"delay": {"ms": 5}, "fidelity_links": 0},
-        "phases": {"warmup_s": 2, "drain_s": 1},
+        "phases": {"warmup_s": 2, "drain_s": drain_s},
     })
+
+
+def test_a_stalled_peer_process_is_unresponsive_not_crashed(tmp_path, monkeypatch):
+    exp = two_processes("stalled", publications=4, rate_per_s=4, drain_s=1)
     monkeypatch.setattr(driver, "RPC_TIMEOUT_S", 2.0)
     stalled: list[int] = []
     fidelity = local._LocalRun._fidelity
@@ -58,15 +63,7 @@ def test_a_peer_process_starved_mid_run_degrades_that_window_and_no_other(tmp_pa
     """Issue 57: a peer process stopped for 3 s in the middle of a run (SIGSTOP: its event loop
     gets no CPU, as on a host that cannot keep up) gets ``degraded`` windows covering the stall
     and none elsewhere; the run's verdict is ``degraded``, not ``ok`` or ``invalid``."""
-    exp = parse_experiment({
-        "name": "starved", "seed": 4, "backend": "local",
-        "protocol": {"name": "gossip", "params": {"gamma": 1.0, "cyclon": {"view_size": 4, "shuffle_length": 2}}},
-        "nodes": {"count": 6, "peers_per_process": 3},
-        "workload": {"topics": 2, "subscriptions": {"min": 1, "max": 1}},
-        "publications": {"count": 24, "rate_per_s": 2},
-        "network": {"delay": {"ms": 5}, "fidelity_links": 0},
-        "phases": {"warmup_s": 2, "drain_s": 2},
-    })
+    exp = two_processes("starved", publications=24, rate_per_s=2, drain_s=2)
     runs: list = []
     start_peers = local._LocalRun.start_peers
 
