@@ -1,6 +1,7 @@
 """Side-by-side comparison of runs (for example the same experiment and seed in sim and local):
-each headline metric of summary.json with its difference, and the total variation distance
-between the hop distributions (0 = identical, 1 = disjoint)."""
+each headline metric of summary.json with its difference, each run's fidelity verdict (whether
+its host kept up: analysis/fidelity.py), and the total variation distance between the hop
+distributions (0 = identical, 1 = disjoint)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ def compare(run_dirs: list[str | Path]) -> dict:
     return {
         "runs": [s["run_id"] for s in summaries],
         "backends": [s["backend"] for s in summaries],
+        "verdicts": [(s.get("fidelity") or {}).get("verdict") for s in summaries],
         "metrics": rows,
         "hop_tvd": [hop_tvd(summaries[0].get("hop_histogram", {}), s.get("hop_histogram", {})) for s in summaries[1:]],
     }

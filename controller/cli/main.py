@@ -219,6 +219,7 @@ def cmd_compare(args) -> int:
     def fmt(v):
         return "n/a" if v is None else f"{v:.4g}"
 
+    table.add_row("fidelity verdict", *(v or "n/a" for v in result["verdicts"]), *([""] * (len(result["runs"]) - 1)))
     for row in result["metrics"]:
         table.add_row(row["metric"], *map(fmt, row["values"]), *map(fmt, row["diff"]))
     console.print(table)

@@ -39,7 +39,7 @@ COLUMNS = [
     ("mean degree", ("degree", "mean")), ("msgs/node/cycle", ("overhead", "msgs_per_node_per_cycle")),
     ("receivers/event", ("protocol_metrics", "receivers_mean")),
     ("PVS initial", ("protocol_metrics", "ipvs_mean")), ("PVS final", ("protocol_metrics", "fpvs_mean")),
-    ("LVS", ("protocol_metrics", "lvs_mean")),
+    ("LVS", ("protocol_metrics", "lvs_mean")), ("fidelity", ("fidelity", "verdict")),
 ]
 
 
@@ -239,6 +239,6 @@ def _print(grid: list[str], rows: list[dict]) -> None:
         table.add_column(col, overflow="fold")
     for r in rows:
         cells = ["failed"] * len(shown) if r["status"] != "ok" else [
-            "n/a" if r.get(name) is None else f"{r[name]:.4g}" for name in shown]
+            "n/a" if r.get(name) is None else r[name] if isinstance(r[name], str) else f"{r[name]:.4g}" for name in shown]
         table.add_row(*(_text(r[p]) if p in r else "" for p in grid), str(r["seed"]), *([r["variant"]] if variants else []), *cells)
     console.print(table)

@@ -82,6 +82,10 @@ def judge(claim: Claim, scale: Scale, summaries: dict[RunKey, dict | None]) -> d
     runs = [{"file": f, "sets": list(s), "run_id": g["run_id"] if g else None} for (f, s), g in zip(keys, got)]
     if any(g is None for g in got):
         return {**row, "verdict": "not reproduced", "why": "a run it needs failed", "runs": runs}
+    invalid = [g["run_id"] for g in got if g is not None and (g.get("fidelity") or {}).get("verdict") == "invalid"]
+    if invalid:  # the numbers describe an overloaded host, not the protocol (analysis/fidelity.py)
+        return {**row, "verdict": "not reproduced", "runs": runs,
+                "why": f"not scored: fidelity.verdict is invalid for {', '.join(invalid)}"}
     ours = check.metric([g for g in got if g is not None])
     expect, x = check.at(scale)
     verdict: Verdict = expect.verdict(ours)

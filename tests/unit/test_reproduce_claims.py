@@ -9,7 +9,7 @@ import yaml
 from controller.experiment.schema import load_experiment
 from controller.reproduce import registry, select
 from controller.reproduce.claims import CLAIMS, Expect, mean_sd
-from controller.reproduce.runner import needed
+from controller.reproduce.runner import judge, needed
 
 pytestmark = pytest.mark.unit
 
@@ -70,3 +70,12 @@ def test_bounds_hold_for_every_number_and_a_two_part_claim_takes_its_weakest_par
     assert both.paper() == [None, [1.0, 2.0]] and "decreasing; " in both.describe()
     with pytest.raises(ValueError):  # a part without a value is a registration error, not a verdict
         both.verdict([[3, 2]])
+
+
+def test_a_claim_is_not_scored_on_a_run_whose_host_fell_behind():
+    [claim] = select(["C2"])["spidercast"]
+    keys = needed([claim], "quick")
+    invalid = {k: {"run_id": f"r{i}", "fidelity": {"verdict": "invalid"}} for i, k in enumerate(keys)}
+    record = judge(claim, "quick", invalid)
+    assert record["verdict"] == "not reproduced" and record["why"].startswith("not scored: fidelity.verdict is invalid")
+    assert "ours" not in record
