@@ -293,8 +293,9 @@ class PeerHost:
         for slot, (handle, held) in list(self._due.items()):
             keep = []
             for addr, q in held:
-                latest = math.ceil((now + latest_arrival_s(peer.links, peer.node_id, q.dst)) / DELAY_GRID_S)
-                (moved.append((latest, addr, q)) if q.sender is peer and latest < slot else keep.append((addr, q)))
+                latest = math.ceil((now + latest_arrival_s(peer.links, peer.node_id, q.dst)) / DELAY_GRID_S) \
+                    if q.sender is peer else slot  # other peers' messages keep their time
+                (moved.append((latest, addr, q)) if latest < slot else keep.append((addr, q)))
             if not keep:
                 handle.cancel()
                 del self._due[slot]
