@@ -5,11 +5,16 @@ reads the counters every second into ``host`` lines of the timeline. Between two
 process, the window is *degraded* when the process did not answer, when its loop's timer fired
 less than half as often as it should (the loop was starved), or when more than
 ``late_fraction`` of its samples came later than ``lag_ms``: every emulated delay, timer and
-reply of its peers then ran late by as much. The end-of-run link probes count too: a mean delay
-off the plan by more than ``delay_error_pct``, or a loss above the plan's by more than
-``loss_error_pp`` points.
+reply of its peers then ran late by as much.
 
-- ``ok``: no degraded window, probes within tolerance.
+The link probes count too. During the run (``network.fidelity_every_s``), each round of probes
+stands for the time until the next round; the round is degraded when the probes arrived later
+than the delays the emulation drew for them by more than ``delay_error_pct`` of those delays
+(and at least ``excess_floor_ms``), or when more than ``loss_error_pp`` points of the probes the
+plan let through were lost. At the end of the run: a mean delay off the plan by more than
+``delay_error_pct``, or a loss above the plan's by more than ``loss_error_pp`` points.
+
+- ``ok``: no degraded window, end-of-run probes within tolerance.
 - ``degraded``: some windows degraded (listed, in seconds from the start) or probes off.
 - ``invalid``: degraded windows cover more than ``invalid_fraction`` of the run, or the probes
   lost more than ``invalid_loss_pp`` points above the plan: the numbers describe the host.
@@ -20,24 +25,29 @@ off the plan by more than ``delay_error_pct``, or a loss above the plan's by mor
 from __future__ import annotations
 
 THRESHOLDS = {"lag_ms": 100, "late_fraction": 0.1, "invalid_fraction": 0.5, "delay_error_pct": 25.0,
-              "loss_error_pp": 5.0, "invalid_loss_pp": 50.0}
+              "excess_floor_ms": 5.0, "loss_error_pp": 5.0, "invalid_loss_pp": 50.0}
 SAMPLE_S = 0.2
 """The peers' lag sampling period (node/transport/loopwatch.py SAMPLE_S; not imported: the
 analysis does not load the node package)."""
 
 
+def _by_node(timeline: list[dict], kind: str) -> dict[int, list[dict]]:
+    out: dict[int, list[dict]] = {}
+    for e in timeline:
+        if e["kind"] == kind:
+            out.setdefault(e["node"], []).append(e)
+    for lines in out.values():
+        lines.sort(key=lambda e: e["t_ns"])
+    return out
+
+
 def windows(timeline: list[dict], started_ns: int, lag_ms: int = THRESHOLDS["lag_ms"],
             late_fraction: float = THRESHOLDS["late_fraction"]) -> tuple[list[dict], int]:
-    """The degraded windows (process's first node, ``start_s``, ``end_s``, why) and how many
-    windows there were."""
-    by_host: dict[int, list[dict]] = {}
-    for e in timeline:
-        if e["kind"] == "host":
-            by_host.setdefault(e["node"], []).append(e)
+    """The degraded windows of the peer processes (process's first node, ``start_s``,
+    ``end_s``, why) and how many windows there were."""
     out, total = [], 0
     late_key = f"lag_over_{lag_ms}ms"
-    for node, lines in sorted(by_host.items()):
-        lines.sort(key=lambda e: e["t_ns"])
+    for node, lines in sorted(_by_node(timeline, "host").items()):
         last = None  # the last reading that answered
         for prev, cur in zip(lines, lines[1:]):
             total += 1
@@ -58,6 +68,62 @@ def windows(timeline: list[dict], started_ns: int, lag_ms: int = THRESHOLDS["lag
     return out, total
 
 
+def host_series(timeline: list[dict], started_ns: int) -> list[dict]:
+    """Per process and reading: the mean lag of its loop's samples since its last answered
+    reading (ms), and its CPU share over that time (for the report's plot)."""
+    out = []
+    for node, lines in sorted(_by_node(timeline, "host").items()):
+        answered = [e for e in lines if e["answered"]]
+        for prev, cur in zip(answered, answered[1:]):
+            samples = cur.get("lag_samples", 0) - prev.get("lag_samples", 0)
+            dt_s = (cur["t_ns"] - prev["t_ns"]) / 1e9
+            out.append({"node": node, "t_s": (cur["t_ns"] - started_ns) / 1e9,
+                        "lag_mean_ms": (cur.get("lag_ms_sum", 0) - prev.get("lag_ms_sum", 0)) / samples if samples else None,
+                        "cpu_share": (cur.get("cpu_ms", 0) - prev.get("cpu_ms", 0)) / 1000 / dt_s if dt_s > 0 else None})
+    return out
+
+
+def probe_rounds(timeline: list[dict], started_ns: int, ended_ns: int) -> list[dict]:
+    """The in-run probe rounds, pooled over their links: ``start_s``/``end_s`` (until the next
+    round), probes ``sent``, ``dropped`` by plan, ``received``, ``excess_ms`` (mean measured less
+    planned delay of those that arrived), ``planned_ms`` (their mean planned delay) and
+    ``lost_pct`` (share of the probes the plan let through that did not arrive)."""
+    by_round: dict[int, dict] = {}
+    for e in timeline:
+        if e["kind"] == "probe":
+            r = by_round.setdefault(e["round"], {"t_ns": e["t_ns"], "sent": 0, "dropped": 0, "received": 0,
+                                                 "measured": 0.0, "planned": 0.0})
+            for key in ("sent", "dropped", "received"):
+                r[key] += e[key]
+            r["measured"] += e["measured_ms_sum"]
+            r["planned"] += e["planned_ms_sum"]
+    rounds = [by_round[k] for k in sorted(by_round)]
+    out = []
+    for k, r in enumerate(rounds):
+        end_ns = rounds[k + 1]["t_ns"] if k + 1 < len(rounds) else \
+            min(ended_ns, r["t_ns"] + (r["t_ns"] - rounds[k - 1]["t_ns"] if k else ended_ns - r["t_ns"]))
+        through = r["sent"] - r["dropped"]
+        out.append({"start_s": (r["t_ns"] - started_ns) / 1e9, "end_s": (end_ns - started_ns) / 1e9,
+                    "sent": r["sent"], "dropped": r["dropped"], "received": r["received"],
+                    "planned_ms": r["planned"] / r["received"] if r["received"] else None,
+                    "excess_ms": (r["measured"] - r["planned"]) / r["received"] if r["received"] else None,
+                    "lost_pct": 100 * (through - r["received"]) / through if through else None})
+    return out
+
+
+def probe_windows(rounds: list[dict], thresholds: dict = THRESHOLDS) -> list[dict]:
+    """The rounds whose probes were late or lost beyond the thresholds, as degraded windows."""
+    out = []
+    for r in rounds:
+        span = {"node": None, "start_s": r["start_s"], "end_s": r["end_s"]}
+        if r["lost_pct"] is not None and r["lost_pct"] > thresholds["loss_error_pp"]:
+            out.append({**span, "why": f"link probes: {r['lost_pct']:.0f}% of {r['sent'] - r['dropped']} lost by the hosts"})
+        elif r["excess_ms"] is not None and \
+                r["excess_ms"] > max(thresholds["excess_floor_ms"], thresholds["delay_error_pct"] / 100 * r["planned_ms"]):
+            out.append({**span, "why": f"link probes: {r['excess_ms']:.1f} ms later than the {r['planned_ms']:.1f} ms planned"})
+    return out
+
+
 def covered_s(spans: list[dict]) -> float:
     """Seconds covered by the union of ``spans``."""
     total, end = 0.0, float("-inf")
@@ -75,16 +141,23 @@ def verdict(meta: dict, timeline: list[dict], probes: dict | None, thresholds: d
         out["reasons"].append("sim: virtual time, no host to fall behind")
         return out
     bad, total = windows(timeline, meta["started_ns"], thresholds["lag_ms"], thresholds["late_fraction"])
-    out["windows"] = bad
+    rounds = probe_rounds(timeline, meta["started_ns"], meta["ended_ns"])
+    late_rounds = probe_windows(rounds, thresholds)
+    out["windows"] = bad + late_rounds
+    out["probe_rounds"] = len(rounds)
     duration_s = (meta["ended_ns"] - meta["started_ns"]) / 1e9
     reasons = out["reasons"]
     if not total:
-        out["verdict"] = "unmeasured"
-        reasons.append("no load readings of the peer processes")
-    elif bad:
-        share = covered_s(bad) / duration_s if duration_s > 0 else 1.0
-        reasons.append(f"{len(bad)} of {total} process windows degraded, {100 * share:.1f}% of the run's "
-                       f"{duration_s:.1f} s")
+        reasons.append("no load readings of the peer processes" + (": judged by the link probes alone" if rounds else ""))
+        if not rounds:
+            out["verdict"] = "unmeasured"
+    if out["windows"]:
+        share = covered_s(out["windows"]) / duration_s if duration_s > 0 else 1.0
+        if bad:
+            reasons.append(f"{len(bad)} of {total} process windows degraded")
+        if late_rounds:
+            reasons.append(f"{len(late_rounds)} of {len(rounds)} rounds of link probes during the run late or lost")
+        reasons.append(f"{100 * share:.1f}% of the run's {duration_s:.1f} s degraded")
         out["verdict"] = "invalid" if share > thresholds["invalid_fraction"] else "degraded"
     if probes:
         loss_pp = (probes.get("loss") or {}).get("error_pp")

@@ -15,8 +15,9 @@ _env = jinja2.Environment(
 
 
 def write(rd: Path, summary: dict, cdf: list[float], hop_rows: list[dict], events: DataFrame,
-          series: list[dict] = ()) -> dict[str, str]:
-    """Draw the plots into ``rd/plots``; returns {plot name: relative path}."""
+          series: list[dict] = (), lag: list[dict] = (), rounds: list[dict] = ()) -> dict[str, str]:
+    """Draw the plots into ``rd/plots``; returns {plot name: relative path}. ``lag`` and
+    ``rounds``: the host readings and probe rounds (analysis/fidelity.py)."""
     plots = rd / "plots"
     plots.mkdir(exist_ok=True)
     out = {}
@@ -59,7 +60,28 @@ def write(rd: Path, summary: dict, cdf: list[float], hop_rows: list[dict], event
         ax3.set(ylabel=f"latency ({unit})", xlabel="time (s)")
         ax3.legend(fontsize=8)
         out["over_time"] = save(fig, plots, "over_time.png")
+    if lag or rounds:
+        out["fidelity_over_time"] = _fidelity_plot(plots, lag, rounds)
     return out
+
+
+def _fidelity_plot(plots: Path, lag: list[dict], rounds: list[dict]) -> str:
+    """Each peer process's mean loop lag, and the probes' delay against the delay drawn for
+    them, over the run: whether the host kept up, beside the protocol's curves."""
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
+    for node in sorted({r["node"] for r in lag}):
+        rows = [r for r in lag if r["node"] == node and r["lag_mean_ms"] is not None]
+        ax1.plot([r["t_s"] for r in rows], [r["lag_mean_ms"] for r in rows], label=f"process of node {node}")
+    ax1.set(ylabel="loop lag, mean (ms)", title="The host during the run (s after the start)")
+    if lag:
+        ax1.legend(fontsize=7)
+    arrived = [r for r in rounds if r["planned_ms"] is not None]
+    t = [r["start_s"] for r in arrived]
+    ax2.plot(t, [r["planned_ms"] for r in arrived], label="planned (drawn by the emulation)")
+    ax2.plot(t, [r["planned_ms"] + r["excess_ms"] for r in arrived], label="measured")
+    ax2.set(ylabel="probe delay, mean (ms)", xlabel="time (s)")
+    ax2.legend(fontsize=7)
+    return save(fig, plots, "fidelity_over_time.png")
 
 
 def write_html(rd: Path, summary: dict, protocol_title: str = "", protocol_rows: list = ()) -> None:

@@ -18,7 +18,7 @@ import yaml
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from analysis.fidelity import verdict as fidelity_verdict
+from analysis import fidelity
 from analysis.protocols import analysis_for
 from controller.cli.progress import phase
 
@@ -119,7 +119,7 @@ def _analyse(spark: SparkSession, staged_run: StagedRun) -> dict:
         summary["partial"] = partial(meta, timeline_rows)
         if (rd / "fidelity.json").exists():
             summary["fidelity"] = json.loads((rd / "fidelity.json").read_text())
-        summary["fidelity"].update(fidelity_verdict(meta, timeline_rows, summary["fidelity"] or None))
+        summary["fidelity"].update(fidelity.verdict(meta, timeline_rows, summary["fidelity"] or None))
         summary["churn"] = churn_counts(timeline_rows)
         summary["protocol_metrics"] = plugin.metrics(final)
         summary["skipped_publications"] = meta.get("skipped_publications", 0)
@@ -130,7 +130,9 @@ def _analyse(spark: SparkSession, staged_run: StagedRun) -> dict:
         summary["load"] = load_summary(rd, meta, settings_publications(rd), series_rows)
         hop_rows = _rows(m.hop_histogram(dels))
         summary["hop_histogram"] = {str(r["hops"]): r["count"] for r in hop_rows}
-        summary["plots"] = report.write(rd, summary, cdf, hop_rows, events, series_rows)
+        summary["plots"] = report.write(rd, summary, cdf, hop_rows, events, series_rows,
+                                        fidelity.host_series(timeline_rows, meta["started_ns"]),
+                                        fidelity.probe_rounds(timeline_rows, meta["started_ns"], meta["ended_ns"]))
         summary["plots"].update(plugin.plots(rd / "plots", summary["protocol_metrics"]))
         (rd / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
         report.write_html(rd, summary, plugin.title, plugin.report_rows(summary["protocol_metrics"]))

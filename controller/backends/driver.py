@@ -16,6 +16,7 @@ controller as pods (``cluster.py``).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 import random
 import statistics
@@ -197,7 +198,7 @@ class Driver(ABC):
         exp, rd, plan = self.exp, self.rd, self.plan
         rd.write_jsonl("subscriptions.jsonl", ({"node": i, "topics": sorted(t)} for i, t in enumerate(plan.subscriptions)))
         meta: dict = {}
-        watcher = snapshotter = load_watcher = None
+        watcher = snapshotter = load_watcher = prober = None
         snapshots = Snapshots(rd)
         try:
             await self.start_peers()
@@ -212,6 +213,8 @@ class Driver(ABC):
             rd.write_json("run.json", run_meta(exp, rd, **meta))
             watcher = asyncio.ensure_future(self._watch_hosts())
             load_watcher = asyncio.ensure_future(self._watch_load())
+            if exp.network.fidelity_every_s:
+                prober = asyncio.ensure_future(self._probe_during_run())
             if exp.outputs.snapshot_every_s:
                 snapshotter = asyncio.ensure_future(self._snapshot_every(exp.outputs.snapshot_every_s, plan.end_s, snapshots))
             await asyncio.gather(*(self._join(i, plans.initial_contacts(plan, i), initial=True)
@@ -235,7 +238,7 @@ class Driver(ABC):
                     advance(plan.end_s - left)
                     await asyncio.sleep(min(0.5, left))
                 advance(plan.end_s)
-            for task in (snapshotter, load_watcher):
+            for task in (snapshotter, load_watcher, prober):
                 if task is not None:
                     task.cancel()
             meta["ended_ns"] = time.time_ns()
@@ -266,7 +269,7 @@ class Driver(ABC):
                     meta.update(status="failed", error=f"{type(e).__name__}: {e}")
             raise
         finally:
-            for task in (watcher, snapshotter, load_watcher):
+            for task in (watcher, snapshotter, load_watcher, prober):
                 if task is not None:
                     task.cancel()
             self.timeline.close()
@@ -356,31 +359,61 @@ class Driver(ABC):
             for node, why in (await self.hosts_gone()).items():
                 self._crashed(node, why)
 
-    async def _fidelity(self) -> dict | None:
-        """Probe sampled links and compare delay, jitter and loss with the plan."""
-        net, k = self.plan.network, self.exp.network.fidelity_links
-        alive = sorted(self.alive)
-        if not net.emulated or k == 0 or len(alive) < 2:
-            return None
-        rng = random.Random(f"{self.exp.seed}:fidelity")
+    def _probe_links(self, salt: str) -> list[tuple[int, int]]:
+        """Up to ``network.fidelity_links`` distinct (src, dst) pairs of live nodes, drawn from
+        the run's seed and ``salt``; none when the plan emulates no links."""
+        k, alive = self.exp.network.fidelity_links, sorted(self.alive)
+        if not self.plan.network.emulated or k == 0 or len(alive) < 2:
+            return []
+        rng = random.Random(f"{self.exp.seed}:fidelity{salt}")
         links = set()
         while len(links) < min(k, len(alive) * (len(alive) - 1)):
             src, dst = rng.sample(alive, 2)
             links.add((src, dst))
-        links = sorted(links)
-        count = self.exp.network.fidelity_probes
+        return sorted(links)
+
+    async def _probe(self, links: list[tuple[int, int]], count: int) -> list:
+        """``ProbeLink`` on each link at once: its report, or the RPC error when it did not answer."""
         interval = self.exp.network.fidelity_interval_ms
+        return await asyncio.gather(*(
+            self.ctl[s].ProbeLink(control_pb2.ProbeRequest(node_id=d, addr=self.addrs[d], count=count, interval_ms=interval),
+                                  timeout=RPC_TIMEOUT_S + count * interval / 1000)
+            for s, d in links), return_exceptions=True)
+
+    async def _probe_during_run(self) -> None:
+        """``network.fidelity_every_s``: a round of probes on freshly drawn links, one ``probe``
+        line per link in the timeline (``round``, ``sent``, ``dropped`` by plan, ``received``,
+        and the sums of measured and planned delays of those that arrived). A link whose
+        prober did not answer counts its probes as sent and none received: the host lost them."""
+        every, count = self.exp.network.fidelity_every_s, self.exp.network.fidelity_round_probes
+        loop = asyncio.get_running_loop()
+        for k in itertools.count(1):
+            await asyncio.sleep(max(0.0, self.t0 + k * every - loop.time()))
+            links = self._probe_links(f":{k}")
+            at = time.time_ns()
+            for (src, dst), r in zip(links, await self._probe(links, count)):
+                if isinstance(r, grpc.aio.AioRpcError):
+                    r = control_pb2.ProbeReport(sent=count)
+                elif isinstance(r, BaseException):
+                    raise r
+                self.timeline.record(at, "probe", src, dst=dst, round=k, sent=r.sent, dropped=r.dropped,
+                                     received=len(r.delays_ms), measured_ms_sum=sum(r.delays_ms),
+                                     planned_ms_sum=sum(r.planned_ms))
+
+    async def _fidelity(self) -> dict | None:
+        """Probe sampled links and compare delay, jitter and loss with the plan."""
+        links = self._probe_links("")
+        if not links:
+            return None
+        count = self.exp.network.fidelity_probes
         with phase(f"fidelity: {len(links)} links x {count} probes", 1) as advance:
-            reports = await asyncio.gather(*(
-                self.ctl[s].ProbeLink(control_pb2.ProbeRequest(node_id=d, addr=self.addrs[d], count=count, interval_ms=interval),
-                                      timeout=RPC_TIMEOUT_S + count * interval / 1000)
-                for s, d in links), return_exceptions=True)
+            reports = await self._probe(links, count)
             advance(1)
         answered = [(link, r) for link, r in zip(links, reports) if not isinstance(r, grpc.aio.AioRpcError)]
         if len(answered) < len(links):
             self._fail("probe_link")
         links, reports = [a for a, _ in answered], [r for _, r in answered]
-        return fidelity_summary(net, links, reports)
+        return fidelity_summary(self.plan.network, links, reports)
 
 
 

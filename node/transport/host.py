@@ -177,8 +177,8 @@ class PeerHost:
         self.peers: dict[int, HostedPeer] = {}
         self.stats: Counter[str] = Counter()
         self.refusals = Refusals(self.stats, credentials)
-        self.loop_watch = LoopWatch(self.stats)
-        """The process's event-loop lag and CPU, in ``stats`` (node/transport/loopwatch.py)."""
+        self.loop_watch = LoopWatch(self.stats, self.backlogs)
+        """The process's event-loop lag, CPU and backlogs, in ``stats`` (node/transport/loopwatch.py)."""
         self.server: grpc.aio.Server | None = None
         self.addr = ""
         self.channels = Channels(credentials, self.spawn, self.transport.connect_timeout_ms)
@@ -421,6 +421,14 @@ class PeerHost:
 
     def _queued(self) -> int:
         return len(self._inbox) + len(self._seen_inbox)
+
+    def backlogs(self) -> dict[str, int]:
+        """What waits in this process: event copies in the inbox, messages queued on its links
+        and held by the link emulation, spans not yet exported."""
+        return {"inbox": self._queued(),
+                "link_queue": sum(len(link.control.queue) + len(link.events.queue) for link in self.links.values()),
+                "held": sum(len(held) for _, held in self._due.values()),
+                "span_backlog": len(self.spans.rows)}
 
     async def _drain_events(self) -> None:
         """Hand queued event copies to their peers, first copies first, yielding to the loop every

@@ -2,13 +2,17 @@
 loop, and how late it fires (the loop's lag: every emulated delay, timer and reply waits that
 long too), with the process's CPU time. Monotone counters in the process's stats (reported with
 its first peer's ``GetStats``), which the controller reads during the run and the analysis turns
-into ``summary.json`` ``fidelity.verdict`` (analysis/fidelity.py)."""
+into ``summary.json`` ``fidelity.verdict`` (analysis/fidelity.py). At each sample the host's
+backlogs are read too, as gauges (``host.<name>``, the last sample's value, and
+``host.<name>_max``): copies waiting in its inbox, messages queued on its links or held by the
+link emulation, spans waiting for export."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections import Counter
+from collections.abc import Callable
 
 SAMPLE_S = 0.2
 """How often the loop's lag is sampled (a timer; about 5 µs of CPU each)."""
@@ -17,8 +21,9 @@ LAG_BUCKETS_MS = (10, 100, 1000)
 
 
 class LoopWatch:
-    def __init__(self, stats: Counter[str]) -> None:
+    def __init__(self, stats: Counter[str], gauges: Callable[[], dict[str, int]] = dict) -> None:
         self.stats = stats
+        self.gauges = gauges
         self._loop: asyncio.AbstractEventLoop | None = None
         self._handle: asyncio.TimerHandle | None = None
         self._due = 0.0
@@ -45,6 +50,10 @@ class LoopWatch:
         for bucket in LAG_BUCKETS_MS:
             if lag_ms > bucket:
                 st[f"host.lag_over_{bucket}ms"] += 1
+        st["host.lag_ms_sum"] += int(lag_ms)
         st["host.lag_ms_max"] = max(st["host.lag_ms_max"], int(lag_ms))
         st["host.cpu_ms"] = int(time.process_time() * 1000)
+        for name, value in self.gauges().items():
+            st[f"host.{name}"] = value
+            st[f"host.{name}_max"] = max(st[f"host.{name}_max"], value)
         self._arm(now)

@@ -493,27 +493,37 @@ class PeerShell(control_pb2_grpc.ControlServicer):
 
     async def ProbeLink(self, request, context):
         """Send ``count`` probes to the node through the link emulation, ``interval_ms`` apart;
-        report the one-way delays of those that arrived (same host clock on both ends)."""
+        report the one-way delays of those that arrived (same host clock on both ends) beside
+        the delays the emulation drew for them, and how many it dropped by plan."""
         size = peer_pb2.Probe(seq=1).ByteSize()
+        dropped = 0
 
-        async def probe(seq: int) -> float | None:
+        async def probe(seq: int) -> tuple[float, float] | None:
+            nonlocal dropped
             await asyncio.sleep(seq * request.interval_ms / 1000.0)
             sent = time.time_ns()
             delay = self.links.sample(self.node_id, request.node_id, size, self.now)
             if delay is None:
+                dropped += 1
                 return None
             await asyncio.sleep(delay)
             try:
                 ack = peer_pb2.ProbeAck.FromString(await ping(peer_pb2.Probe(seq=seq).SerializeToString(), timeout=10.0))
             except grpc.aio.AioRpcError:
                 return None
-            return (ack.received_unix_nano - sent) / 1e6
+            return (ack.received_unix_nano - sent) / 1e6, delay * 1000.0
 
-        # A channel of the probes' own: measuring a link leaves the peer's connections as they were.
+        # A channel of the probes' own: measuring a link leaves the peer's connections as they
+        # were. Connected first: the probes measure the link, not the connection's set-up.
         async with aio_channel(request.addr, self.credentials, self.channels.options) as channel:
             ping = channel.unary_unary(f"/{SERVICE}/Ping")
-            delays = await asyncio.gather(*(probe(k) for k in range(request.count)))
-        return control_pb2.ProbeReport(sent=request.count, delays_ms=[d for d in delays if d is not None])
+            try:
+                await asyncio.wait_for(channel.channel_ready(), timeout=10.0)
+            except TimeoutError:
+                return control_pb2.ProbeReport(sent=request.count)
+            arrived = [r for r in await asyncio.gather(*(probe(k) for k in range(request.count))) if r is not None]
+        return control_pb2.ProbeReport(sent=request.count, delays_ms=[m for m, _ in arrived],
+                                       planned_ms=[p for _, p in arrived], dropped=dropped)
 
     async def Leave(self, request, context):
         self._execute(self.core.leave(self.now))

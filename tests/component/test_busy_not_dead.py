@@ -19,15 +19,15 @@ from controller.backends.rundir import RunDir
 from controller.experiment.schema import parse_experiment
 
 
-def two_processes(name: str, publications: int, rate_per_s: float, drain_s: float):
-    """Six flooding peers in two processes (nodes 0-2 and 3-5)."""
+def two_processes(name: str, publications: int, rate_per_s: float, drain_s: float, network: dict | None = None):
+    """Six flooding peers in two processes (nodes 0-2 and 3-5); no link probes unless ``network`` asks."""
     return parse_experiment({
         "name": name, "seed": 3, "backend": "local",
         "protocol": {"name": "gossip", "params": {"gamma": 1.0, "cyclon": {"view_size": 4, "shuffle_length": 2}}},
         "nodes": {"count": 6, "peers_per_process": 3},
         "workload": {"topics": 2, "subscriptions": {"min": 1, "max": 1}},
         "publications": {"count": publications, "rate_per_s": rate_per_s},
-        "network": {"delay": {"ms": 5}, "fidelity_links": 0},
+        "network": {"delay": {"ms": 5}, "fidelity_links": 0, **(network or {})},
         "phases": {"warmup_s": 2, "drain_s": drain_s},
     })
 
@@ -62,8 +62,10 @@ def test_a_stalled_peer_process_is_unresponsive_not_crashed(tmp_path, monkeypatc
 def test_a_peer_process_starved_mid_run_degrades_that_window_and_no_other(tmp_path, monkeypatch):
     """Issue 57: a peer process stopped for 3 s in the middle of a run (SIGSTOP: its event loop
     gets no CPU, as on a host that cannot keep up) gets ``degraded`` windows covering the stall
-    and none elsewhere; the run's verdict is ``degraded``, not ``ok`` or ``invalid``."""
-    exp = two_processes("starved", publications=24, rate_per_s=2, drain_s=2)
+    and none elsewhere; the run's verdict is ``degraded``, not ``ok`` or ``invalid``. The link
+    probes during the run (a round a second on 6 links) see the stall too."""
+    exp = two_processes("starved", publications=24, rate_per_s=2, drain_s=2,
+                        network={"fidelity_links": 6, "fidelity_every_s": 1.0, "fidelity_probes": 5})
     runs: list = []
     start_peers = local._LocalRun.start_peers
 
@@ -100,3 +102,9 @@ def test_a_peer_process_starved_mid_run_degrades_that_window_and_no_other(tmp_pa
     # if that process fell behind too (on a busy machine it may: its loop gets the CPU late)
     assert mine and all(w["end_s"] > lo and w["start_s"] < hi + 1.5 for w in mine), (lo, hi, v["windows"])
     assert covered_s(mine) >= 0.8 * (hi - lo) and covered_s(mine) <= hi - lo + 3.0, (lo, hi, mine)
+    # the probe rounds: about one a second, and one whose links reached the stopped process
+    # during the stall lost its probes or got them late
+    rounds = [e["round"] for e in timeline if e["kind"] == "probe"]
+    assert v["probe_rounds"] == len(set(rounds)) >= 8, v["probe_rounds"]
+    probed = [w for w in v["windows"] if w["node"] is None]
+    assert any(w["start_s"] < hi and w["end_s"] > lo for w in probed), (lo, hi, probed)

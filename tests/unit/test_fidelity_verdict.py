@@ -36,7 +36,7 @@ def test_a_stalled_process_degrades_its_window_only():
     v = verdict(META, readings(0, 20) + readings(3, 20, stall=range(8, 11)), None)
     assert v["verdict"] == "degraded"
     assert {(w["node"], w["start_s"], w["end_s"]) for w in v["windows"]} == {(3, 7.0, 8.0), (3, 8.0, 9.0), (3, 9.0, 10.0)}
-    assert covered_s(v["windows"]) == 3.0 and "3 of 38 process windows degraded, 15.0%" in v["reasons"][0]
+    assert covered_s(v["windows"]) == 3.0 and v["reasons"][:2] == ["3 of 38 process windows degraded", "15.0% of the run's 20.0 s degraded"]
 
 
 def test_late_samples_and_a_starved_timer_degrade_too():
@@ -58,3 +58,30 @@ def test_a_run_stalled_most_of_the_time_or_losing_its_probes_is_invalid():
 def test_sim_is_ok_and_a_real_run_without_readings_unmeasured():
     assert verdict({**META, "backend": "sim"}, [], None)["verdict"] == "ok"
     assert verdict({**META, "backend": "k8s"}, [], None)["verdict"] == "unmeasured"
+
+
+def probe(round_: int, t_s: float, sent: int = 5, dropped: int = 0, received: int = 5, planned: float = 30.0,
+          excess: float = 0.5) -> dict:
+    """One link's probes of one in-run round: ``received`` arrived, each ``excess`` ms later than planned."""
+    return {"t_ns": int(t_s * S), "kind": "probe", "node": 1, "dst": 2, "round": round_, "sent": sent, "dropped": dropped,
+            "received": received, "planned_ms_sum": planned * received, "measured_ms_sum": (planned + excess) * received}
+
+
+def test_a_probe_round_late_or_lost_degrades_the_time_until_the_next_round():
+    lines = readings(0, 20) + [probe(k, 5.0 * k) for k in (1, 2, 3)]
+    lines += [probe(2, 10.0, received=5, excess=20.5), probe(3, 15.0, dropped=1, received=2)]
+    v = verdict(META, lines, None)
+    assert v["probe_rounds"] == 3 and v["verdict"] == "degraded"
+    assert [(w["start_s"], w["end_s"]) for w in v["windows"]] == [(10.0, 15.0), (15.0, 20.0)]
+    # round 2: 10 probes, half 20.5 ms late: 10.5 ms beyond 30 ms planned (threshold 7.5); round 3: 9 let through, 7 arrived
+    assert "10.5 ms later than the 30.0 ms planned" in v["windows"][0]["why"]
+    assert "22% of 9 lost by the hosts" in v["windows"][1]["why"]
+    # probes dropped by the plan's own loss are not the host's
+    assert verdict(META, readings(0, 20) + [probe(1, 5.0, dropped=3, received=2)], None)["verdict"] == "ok"
+
+
+def test_without_host_readings_the_probes_judge_alone():
+    v = verdict({**META, "backend": "k8s"}, [probe(1, 5.0), probe(2, 10.0, received=0)], None)
+    assert v["verdict"] == "degraded" and "judged by the link probes alone" in v["reasons"][0]
+    assert [(w["start_s"], w["end_s"]) for w in v["windows"]] == [(10.0, 15.0)]  # the last round stands for one period
+    assert verdict({**META, "backend": "k8s"}, [probe(1, 5.0)], None)["verdict"] == "ok"

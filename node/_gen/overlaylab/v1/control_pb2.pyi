@@ -134,9 +134,13 @@ class ProbeRequest(_message.Message):
     def __init__(self, node_id: _Optional[int] = ..., addr: _Optional[str] = ..., count: _Optional[int] = ..., interval_ms: _Optional[float] = ...) -> None: ...
 
 class ProbeReport(_message.Message):
-    __slots__ = ("sent", "delays_ms")
+    __slots__ = ("sent", "delays_ms", "planned_ms", "dropped")
     SENT_FIELD_NUMBER: _ClassVar[int]
     DELAYS_MS_FIELD_NUMBER: _ClassVar[int]
+    PLANNED_MS_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_FIELD_NUMBER: _ClassVar[int]
     sent: int
     delays_ms: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, sent: _Optional[int] = ..., delays_ms: _Optional[_Iterable[float]] = ...) -> None: ...
+    planned_ms: _containers.RepeatedScalarFieldContainer[float]
+    dropped: int
+    def __init__(self, sent: _Optional[int] = ..., delays_ms: _Optional[_Iterable[float]] = ..., planned_ms: _Optional[_Iterable[float]] = ..., dropped: _Optional[int] = ...) -> None: ...
