@@ -1,10 +1,13 @@
-"""`make bench-peers`: many local peers on this machine, memory per peer, written to
-bench/results/peers.json.
+"""`make bench-peers`: many local peers on this machine, whether the host keeps up, memory per
+peer, written to bench/results/peers.json.
 
 Runs the quickstart plan (experiments/quickstart.yaml) on the local backend with streamed
 links at each (peers, peers per process) case, samples the resident memory of every peer
 process once a second (psutil, the process tree under the controller), and records the peak of
-their sum, that peak per peer, and the run's hit ratio and spans dropped. The drain is long
+their sum, that peak per peer, the run's hit ratio, latency and spans dropped, its
+``fidelity.verdict`` (measured: loop lag and link probes during the run) beside the estimate
+``overlaylab validate`` makes before it (controller/capacity.py: from the costs ``overlaylab
+calibrate`` measured), and the largest count whose verdict was ``ok``. The drain is long
 enough for the whole flood to arrive: the quickstart floods (gamma 1), so 1,000 peers carry
 about 8,000 copies per event.
 
@@ -26,6 +29,10 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import RESULTS, ROOT, header
+
+sys.path.insert(0, str(ROOT))
+from controller.capacity import COSTS_FILE, estimate
+from controller.experiment.schema import load_experiment
 
 EXPERIMENT = "experiments/quickstart.yaml"
 QUEUE = 1 << 18
@@ -76,11 +83,17 @@ def case(peers: int, per_process: int, drain_s: float, out: Path) -> dict:
         raise SystemExit(f"{peers} peers: run failed:\n{err[-2000:]}")
     [run_dir] = [p for p in out.iterdir() if p.is_dir()]
     s = json.loads((run_dir / "summary.json").read_text())
+    est = estimate(load_experiment(run_dir / "experiment.yaml", []))
     return {
         "peers": peers, "peers_per_process": per_process, "drain_s": drain_s,
         "wall_s": round(time.perf_counter() - start, 1), "events": s["events"], "hit_ratio": s["hit_ratio"],
         "spans_received": s["spans"]["receive"], "spans_dropped": s["spans"]["dropped"],
         "send_failed": s["errors"]["send_failed"], "peer_processes": peak["processes"],
+        "latency_p50_ms": s["latency_ms"]["p50"], "latency_p99_ms": s["latency_ms"]["p99"],
+        "verdict": s["fidelity"]["verdict"], "verdict_reasons": s["fidelity"]["reasons"],
+        "unplanned_crashes": s["churn"]["unplanned_crashes"],
+        "estimated_cores": round(est.demand_cores, 2) if est else None,
+        "estimated_share": round(est.share, 2) if est else None, "estimate_fits": est.fits if est else None,
         "peak_peer_rss_mib": round(peak["bytes"] / 2**20, 1),
         "peak_rss_per_peer_mib": round(peak["bytes"] / 2**20 / peers, 2),
     }
@@ -88,7 +101,8 @@ def case(peers: int, per_process: int, drain_s: float, out: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--cases", nargs="+", default=["1000:500", "100:4"], help="PEERS:PEERS_PER_PROCESS")
+    parser.add_argument("--cases", nargs="+", default=["100:50", "200:100", "400:200", "1000:500", "2000:1000", "5000:2500"],
+                        help="PEERS:PEERS_PER_PROCESS")
     parser.add_argument("--drain", type=float, default=60.0)
     args = parser.parse_args()
     results = []
@@ -103,7 +117,9 @@ def main() -> None:
     record = {**header("peers", f"{EXPERIMENT} --set nodes.count=N --set nodes.peers_per_process=P "
                                  f"--set transport.mode=stream --set transport.queue_messages={QUEUE} "
                                  f"--set transport.deadline_ms={DEADLINE_MS} "
-                                 f"--set phases.drain_s={args.drain}"), "cases": results}
+                                 f"--set phases.drain_s={args.drain}"), "cases": results,
+              "largest_ok": max((r["peers"] for r in results if r["verdict"] == "ok"), default=None),
+              "capacity": json.loads(COSTS_FILE.read_text()) if COSTS_FILE.exists() else None}
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "peers.json").write_text(json.dumps(record, indent=2) + "\n")
 

@@ -54,6 +54,7 @@ def cmd_run(args) -> int:
     if args.load_ui and (exp.backend != "local" or exp.publications.driver != "locust"):
         raise ExperimentError("--load-ui needs backend local and publications.driver: locust")
     runner = get_runner(exp.backend, load_ui=args.load_ui)
+    warn_capacity(exp, quiet=True)
     rd = RunDir.create(exp, exp.outputs.dir)
     console.print(f"run {rd.run_id} -> {rd.path}")
     try:
@@ -309,12 +310,68 @@ def cmd_validate(args) -> int:
     exp = _load(args)
     check_data_files(exp, args.file)
     plans.render(exp)
+    warn_capacity(exp)
     if exp.sweep.settings() or exp.sweep.seeds:  # every point, as `sweep` checks it
         from controller.cli.sweep import points
 
         _, found = points(args.file, list(args.set or []))
         print(f"# sweep: {len(found)} runs, each valid", file=sys.stderr)
     print(dump_experiment(exp), end="")
+    return 0
+
+
+def warn_capacity(exp, quiet: bool = False) -> None:
+    """A local plan's estimated demand on this machine (controller/capacity.py), on stderr; in
+    yellow when it does not fit. ``quiet``: only that warning."""
+    if exp.backend != "local":
+        return
+    from controller.capacity import estimate
+
+    est = estimate(exp)
+    if quiet and (est is None or est.fits):
+        return
+    if est is None:
+        print("# capacity: not calibrated on this machine (overlaylab calibrate)", file=sys.stderr)
+    elif est.fits:
+        print(f"# capacity: {est.describe()}", file=sys.stderr)
+    else:
+        console.print(f"[yellow]warning: this plan likely overloads this machine, and its results would describe the host "
+                      f"(fidelity.verdict): {est.describe()}[/]", highlight=False, soft_wrap=True)
+
+
+def cmd_calibrate(args) -> int:
+    """Measure this machine's per-peer costs for the file's protocol (a small local run) into
+    the capacity table that ``validate`` and ``run`` estimate from."""
+    import tempfile
+
+    from analysis.fidelity import verdict
+    from controller.backends import get_runner
+    from controller.backends.rundir import RunDir
+    from controller.capacity import CALIBRATION_PEERS, COSTS_FILE, costs_from_run, save_costs
+
+    peers, per_process = CALIBRATION_PEERS
+    args.set = [f"nodes.count={peers}", f"nodes.peers_per_process={per_process}", *(args.set or [])]
+    exp = _load(args)
+    if exp.backend != "local":
+        raise SystemExit("calibrate: the costs are those of local peer processes (backend: local)")
+    with tempfile.TemporaryDirectory() as tmp:
+        rd = RunDir.create(exp, tmp)
+        get_runner(exp.backend).run(exp, rd)
+        meta = json.loads((rd.path / "run.json").read_text())
+        timeline = [json.loads(line) for line in (rd.path / "timeline.jsonl").read_text().splitlines()]
+        fidelity = verdict(meta, timeline, None)
+        if fidelity["verdict"] == "invalid":
+            raise SystemExit(f"calibrate: the calibration run itself fell behind ({fidelity['verdict']}: "
+                             f"{'; '.join(fidelity['reasons'])}); run it on a quieter machine or with fewer publications")
+        if fidelity["verdict"] != "ok":
+            console.print(f"[yellow]calibrate: the run was {fidelity['verdict']} ({'; '.join(fidelity['reasons'])}): "
+                          "the costs stand, the run's latencies would not[/]", highlight=False)
+        command = "overlaylab calibrate " + " ".join([args.file, *(f"--set {s}" for s in args.set[2:])])
+        costs = costs_from_run(rd.path, exp.protocol.name, exp.nodes.peers_per_process, command)
+    out = args.out or COSTS_FILE
+    save_costs(costs, out)
+    print(json.dumps(costs.__dict__, indent=2))
+    print(f"# written to {out}", file=sys.stderr)
     return 0
 
 
@@ -500,6 +557,13 @@ def build_parser() -> argparse.ArgumentParser:
     validate = sub.add_parser("validate", help="check an experiment file and print it resolved")
     experiment_args(validate)
     validate.set_defaults(fn=cmd_validate)
+
+    calibrate = sub.add_parser("calibrate", help="measure this machine's per-peer costs (what validate estimates from)")
+    calibrate.add_argument("file", nargs="?", default=str(Path(__file__).resolve().parents[2] / "experiments" / "quickstart.yaml"),
+                           help="experiment file whose protocol and plan to measure (default: the quickstart)")
+    calibrate.add_argument("--set", action="append", metavar="PATH=VALUE", help="override a field (repeatable)")
+    calibrate.add_argument("--out", type=Path, help="capacity table to update (default: bench/results/capacity.json)")
+    calibrate.set_defaults(fn=cmd_calibrate)
 
     schema = sub.add_parser("schema", help="print the experiment file's JSON Schema")
     schema.add_argument("--markdown", type=Path, metavar="DIR",

@@ -4,12 +4,13 @@ long too), with the process's CPU time. Monotone counters in the process's stats
 its first peer's ``GetStats``), which the controller reads during the run and the analysis turns
 into ``summary.json`` ``fidelity.verdict`` (analysis/fidelity.py). At each sample the host's
 backlogs are read too, as gauges (``host.<name>``, the last sample's value, and
-``host.<name>_max``): copies waiting in its inbox, messages queued on its links or held by the
+``host.<name>_max``): its resident memory, copies waiting in its inbox, messages queued on its links or held by the
 link emulation, spans waiting for export."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -53,7 +54,19 @@ class LoopWatch:
         st["host.lag_ms_sum"] += int(lag_ms)
         st["host.lag_ms_max"] = max(st["host.lag_ms_max"], int(lag_ms))
         st["host.cpu_ms"] = int(time.process_time() * 1000)
-        for name, value in self.gauges().items():
+        for name, value in {"rss_kib": resident_kib(), **self.gauges()}.items():
             st[f"host.{name}"] = value
             st[f"host.{name}_max"] = max(st[f"host.{name}_max"], value)
         self._arm(now)
+
+
+_PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def resident_kib() -> int:
+    """The process's resident memory now (``/proc/self/statm``; 0 where there is none)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE_KIB
+    except OSError:
+        return 0

@@ -1,0 +1,177 @@
+"""How many local peers this machine holds: per-peer costs measured here (``overlaylab
+calibrate``, into ``bench/results/capacity.json``) and the estimate that ``overlaylab
+validate`` and ``run`` print before a local run starts.
+
+The model is first order. Each peer process runs one event loop, so a run's peers use at most
+``min(processes, cores)`` cores. During the load phase they need
+
+    processes x process_cores      (a process's own work: gRPC's poller, the readings, the
+                                    span exporter)
+  + peers x maintenance            (the overlay's periodic work: CPU per peer-second)
+  + rate x copies x cpu_per_copy   (copies per event = copies_per_event_per_peer x peers:
+                                    measured at the calibration's size, assumed to grow
+                                    linearly with the peers, as a flood does)
+
+and memory ``processes x rss_base + peers x rss_per_peer``. The calibration run's two processes
+host different numbers of peers (100 and 50), so a line through their readings over the
+warm-up's second half separates the per-process from the per-peer costs. The plan fits while the demand stays under
+:data:`FITS_SHARE` of the usable cores: above it, the loops fall behind in bursts
+(fidelity.verdict, analysis/fidelity.py) before the mean reaches 100%. The costs are the
+protocol's: a protocol not calibrated is estimated with the quickstart's (gossip) costs, and
+says so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from controller.experiment.schema import Experiment
+
+COSTS_FILE = Path(__file__).resolve().parent.parent / "bench" / "results" / "capacity.json"
+FITS_SHARE = 0.5
+"""Demand above this share of the usable cores is reported as not fitting. Chosen from the
+measured verdicts of bench/peers.py (docs/quickstart.md, "How many peers this machine holds")."""
+CALIBRATION_PEERS = (150, 100)
+"""The calibration run's peers and peers per process: two processes of 100 and 50 peers."""
+
+
+@dataclass(frozen=True)
+class Costs:
+    protocol: str
+    process_cores: float
+    maintenance_ms_per_peer_s: float
+    cpu_per_copy_us: float
+    copies_per_event_per_peer: float
+    rss_base_mib: float
+    rss_per_peer_mib: float
+    cpus: int
+    measured: str
+    """The command that measured them, and when."""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    peers: int
+    processes: int
+    usable_cores: int
+    process_cores: float
+    maintenance_cores: float
+    dissemination_cores: float
+    memory_mib: float
+    costs: Costs
+    note: str = ""
+
+    @property
+    def demand_cores(self) -> float:
+        return self.process_cores + self.maintenance_cores + self.dissemination_cores
+
+    @property
+    def share(self) -> float:
+        return self.demand_cores / self.usable_cores
+
+    @property
+    def fits(self) -> bool:
+        return self.share <= FITS_SHARE and self.memory_mib <= 0.8 * memory_mib()
+
+    def describe(self) -> str:
+        c = self.costs
+        return (f"{self.peers:,} peers in {self.processes} processes need about {self.demand_cores:.2f} of "
+                f"{self.usable_cores} usable cores ({100 * self.share:.0f}%; fits up to {100 * FITS_SHARE:.0f}%) "
+                f"in the load phase: processes {self.process_cores:.2f} + maintenance {self.maintenance_cores:.2f} "
+                f"({c.maintenance_ms_per_peer_s:.3f} ms per peer-second) + dissemination {self.dissemination_cores:.2f} "
+                f"({c.copies_per_event_per_peer:.2f} copies per event per peer x {c.cpu_per_copy_us:.0f} us); "
+                f"memory about {self.memory_mib / 1024:.1f} of {memory_mib() / 1024:.0f} GiB"
+                + (f"; {self.note}" if self.note else ""))
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+def memory_mib() -> float:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20
+
+
+def load_costs(path: Path = COSTS_FILE) -> dict[str, Costs]:
+    if not path.exists():
+        return {}
+    return {name: Costs(**c) for name, c in json.loads(path.read_text())["protocols"].items()}
+
+
+def save_costs(costs: Costs, path: Path = COSTS_FILE) -> None:
+    table = json.loads(path.read_text()) if path.exists() else {"benchmark": "capacity", "protocols": {}}
+    table["protocols"][costs.protocol] = asdict(costs)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(table, indent=2, sort_keys=True) + "\n")
+
+
+def estimate(exp: Experiment, table: dict[str, Costs] | None = None) -> Estimate | None:
+    """The plan's demand on this machine, or None when nothing was calibrated."""
+    table = load_costs() if table is None else table
+    note = ""
+    c = table.get(exp.protocol.name)
+    if c is None:
+        c = table.get("gossip")
+        if c is None:
+            return None
+        note = f"{exp.protocol.name} not calibrated here: the gossip quickstart's costs stand in"
+    n = exp.nodes.count
+    processes = math.ceil(n / exp.nodes.peers_per_process)
+    rate = exp.publications.rate_per_s or 0.0
+    return Estimate(
+        peers=n, processes=processes, usable_cores=max(1, min(processes, cores())),
+        process_cores=processes * c.process_cores, maintenance_cores=n * c.maintenance_ms_per_peer_s / 1000,
+        dissemination_cores=rate * c.copies_per_event_per_peer * n * c.cpu_per_copy_us / 1e6,
+        memory_mib=processes * c.rss_base_mib + n * c.rss_per_peer_mib, costs=c, note=note)
+
+
+def costs_from_run(path: Path, protocol: str, peers_per_process: int, command: str) -> Costs:
+    """The per-peer costs of a finished local run (its ``host`` readings, counters and plan)."""
+    import pyarrow.parquet as pq
+
+    meta = json.loads((path / "run.json").read_text())
+    timeline = [json.loads(line) for line in (path / "timeline.jsonl").read_text().splitlines()]
+    stats = {r["node"]: dict(r["counters"]) for r in pq.read_table(path / "stats.parquet").to_pylist()}
+    n = len(stats)
+    readings: dict[int, list[dict]] = {}
+    for e in timeline:
+        if e["kind"] == "host" and e["answered"]:
+            readings.setdefault(e["node"], []).append(e)
+    warm_from = meta["started_ns"] + (meta["measure_start_ns"] - meta["started_ns"]) / 2  # past the initial joins
+    firsts = sorted(readings)
+    sizes = [min(peers_per_process, n - first) for first in firsts]
+    if len(set(sizes)) < 2:
+        raise ValueError(f"{path}: the processes host the same number of peers; per-process and per-peer costs need two sizes")
+    warm_cores, warm_rss, load = [], [], 0.0  # cores used and memory over the warm-up's second half; CPU s beyond after
+    for first in firsts:
+        lines = readings[first]
+        warm = [e for e in lines if warm_from <= e["t_ns"] <= meta["measure_start_ns"]]
+        if len(warm) < 2:
+            raise ValueError(f"{path}: fewer than two load readings in the warm-up's second half: lengthen phases.warmup_s")
+        warm_cores.append(cores_used(warm))
+        warm_rss.append(warm[-1]["rss_kib"] / 1024)
+        after = [e for e in lines if e["t_ns"] >= warm[-1]["t_ns"]]
+        load += (after[-1]["cpu_ms"] - after[0]["cpu_ms"]) / 1000 - warm_cores[-1] * (after[-1]["t_ns"] - after[0]["t_ns"]) / 1e9
+    copies = sum(c.get("events_received", 0) for c in stats.values())
+    events = sum(c.get("events_published", 0) for c in stats.values())
+    if not copies or not events:
+        raise ValueError(f"{path}: no events published or received")
+    per_peer, per_process = statistics.linear_regression(sizes, warm_cores)
+    rss_per_peer, rss_base = statistics.linear_regression(sizes, warm_rss)
+    return Costs(protocol=protocol, process_cores=round(max(per_process, 0.0), 4),
+                 maintenance_ms_per_peer_s=round(1000 * max(per_peer, 0.0), 4),
+                 cpu_per_copy_us=round(1e6 * max(load, 0.0) / copies, 2),
+                 copies_per_event_per_peer=round(copies / events / n, 3),
+                 rss_base_mib=round(max(rss_base, 0.0), 1), rss_per_peer_mib=round(max(rss_per_peer, 0.0), 4), cpus=cores(),
+                 measured=f"{command} ({time.strftime('%Y-%m-%d')})")
+
+
+def cores_used(readings: list[dict]) -> float:
+    """Cores a process used, on average, between its first and last of ``readings``."""
+    return (readings[-1]["cpu_ms"] - readings[0]["cpu_ms"]) / 1000 / ((readings[-1]["t_ns"] - readings[0]["t_ns"]) / 1e9)
