@@ -16,9 +16,12 @@ plan let through were lost. At the end of the run: a mean delay off the plan by 
 
 - ``ok``: no degraded window, end-of-run probes within tolerance.
 - ``degraded``: some windows degraded (listed, in seconds from the start) or probes off.
-- ``invalid``: degraded windows cover more than ``invalid_fraction`` of the run, or the probes
-  lost more than ``invalid_loss_pp`` points above the plan: the numbers describe the host.
-- ``unmeasured``: a run of real peers without load readings (k8s, or a run written before).
+- ``invalid``: degraded windows cover more than ``invalid_fraction`` of the run or of its load
+  phase (warm-up end to the last planned publication: when the events measured are in flight),
+  or the probes lost more than ``invalid_loss_pp`` points above the plan: the numbers describe
+  the host.
+- ``unmeasured``: a run of real peers with neither load readings nor probe rounds (a run written
+  before they existed, or one without link emulation on a backend that gives no readings).
 ``sim`` runs in virtual time: ``ok``.
 """
 
@@ -158,7 +161,15 @@ def verdict(meta: dict, timeline: list[dict], probes: dict | None, thresholds: d
         if late_rounds:
             reasons.append(f"{len(late_rounds)} of {len(rounds)} rounds of link probes during the run late or lost")
         reasons.append(f"{100 * share:.1f}% of the run's {duration_s:.1f} s degraded")
-        out["verdict"] = "invalid" if share > thresholds["invalid_fraction"] else "degraded"
+        load_share = None
+        if meta.get("load_end_ns") and meta["load_end_ns"] > meta["measure_start_ns"]:
+            lo, hi = (meta["measure_start_ns"] - meta["started_ns"]) / 1e9, (meta["load_end_ns"] - meta["started_ns"]) / 1e9
+            clipped = [{**w, "start_s": max(w["start_s"], lo), "end_s": min(w["end_s"], hi)} for w in out["windows"]
+                       if w["end_s"] > lo and w["start_s"] < hi]
+            load_share = covered_s(clipped) / (hi - lo)
+            reasons.append(f"{100 * load_share:.1f}% of the load phase's {hi - lo:.1f} s degraded")
+        invalid = max(share, load_share or 0.0) > thresholds["invalid_fraction"]
+        out["verdict"] = "invalid" if invalid else "degraded"
     if probes:
         loss_pp = (probes.get("loss") or {}).get("error_pp")
         delay_pct = (probes.get("delay_ms") or {}).get("error_pct")

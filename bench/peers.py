@@ -101,7 +101,7 @@ def case(peers: int, per_process: int, drain_s: float, out: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--cases", nargs="+", default=["100:50", "200:100", "400:200", "1000:500", "2000:1000", "5000:2500"],
+    parser.add_argument("--cases", nargs="+", default=["32:4", "100:50", "150:75", "200:100", "400:200", "1000:500", "2000:1000", "5000:2500"],
                         help="PEERS:PEERS_PER_PROCESS")
     parser.add_argument("--drain", type=float, default=60.0)
     args = parser.parse_args()

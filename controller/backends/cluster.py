@@ -70,6 +70,7 @@ class ClusterDriver(Driver):
         elif self.plan.churn.events or "chaos_mesh" in (exp.k8s.network_faults, exp.k8s.churn_faults):
             raise ExperimentError("churn and Chaos Mesh faults need the Kubernetes API (run the controller in the cluster)")
         self.uids: dict[str, str] = {}
+        self.restarts: dict[str, int] = {}
 
     async def start_peers(self) -> None:
         control = self.layout.addrs(control=True)
@@ -80,7 +81,32 @@ class ClusterDriver(Driver):
         if self.core is not None:
             await self._collector_listening()
             for pod in self.layout.pods():
-                self.uids[pod] = (await self._read_pod(pod)).metadata.uid
+                self._started(pod, await self._read_pod(pod))
+
+    def _started(self, pod: str, p) -> None:
+        """The pod the run knows: its uid and its containers' restarts so far."""
+        self.uids[pod] = p.metadata.uid
+        self.restarts[pod] = _restarts(p)
+
+    def host_groups(self) -> list[list[int]]:
+        groups: dict[str, list[int]] = {}
+        for node in sorted(self.alive):
+            groups.setdefault(self.pod_of[node], []).append(node)
+        return list(groups.values())
+
+    async def host_running(self, node: int) -> bool:
+        """Whether ``node``'s pod is still the one the run started (same uid, no container
+        restarted since, not being deleted) and running: then a node of it that does not answer
+        is busy, not dead. Without the Kubernetes API nothing is known (False: a crash)."""
+        if self.core is None:
+            return False
+        pod = self.pod_of[node]
+        try:
+            p = await self._read_pod(pod)
+        except Exception:  # gone (404) or the API did not answer: not known to run
+            return False
+        return (p.metadata.uid == self.uids.get(pod) and p.metadata.deletion_timestamp is None
+                and p.status.phase == "Running" and _restarts(p) == self.restarts.get(pod))
 
     async def _answering(self, node: int) -> None:
         deadline = time.monotonic() + self.exp.k8s.ready_timeout_s
@@ -248,7 +274,7 @@ class ClusterDriver(Driver):
             try:
                 p = await self._read_pod(pod)
                 if p.metadata.uid != self.uids[pod] and p.status.pod_ip and p.metadata.deletion_timestamp is None:
-                    self.uids[pod] = p.metadata.uid
+                    self._started(pod, p)
                     break
             except Exception as e:
                 if getattr(e, "status", None) != 404:
@@ -300,6 +326,10 @@ class ClusterDriver(Driver):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"only {count} of {wanted} Locust workers connected")
             await asyncio.sleep(POLL_S)
+
+
+def _restarts(pod) -> int:
+    return sum(c.restart_count or 0 for c in pod.status.container_statuses or ())
 
 
 def _pause(paused: bool) -> dict:

@@ -208,6 +208,7 @@ class Driver(ABC):
             meta = dict(status="running", started_ns=started_ns,
                         measure_start_ns=started_ns + round(exp.phases.warmup_s * 1e9),
                         planned_end_ns=started_ns + round(plan.end_s * 1e9),
+                        load_end_ns=started_ns + round((plan.end_s - exp.phases.drain_s) * 1e9),
                         events_planned=len(plan.publications) + plan.skipped_publications,
                         skipped_publications=plan.skipped_publications, **plans.manifest(plan))
             rd.write_json("run.json", run_meta(exp, rd, **meta))

@@ -347,7 +347,7 @@ def cmd_calibrate(args) -> int:
     from analysis.fidelity import verdict
     from controller.backends import get_runner
     from controller.backends.rundir import RunDir
-    from controller.capacity import CALIBRATION_PEERS, COSTS_FILE, costs_from_run, save_costs
+    from controller.capacity import CALIBRATION_PEERS, costs_file, costs_from_run, save_costs
 
     peers, per_process = CALIBRATION_PEERS
     args.set = [f"nodes.count={peers}", f"nodes.peers_per_process={per_process}", *(args.set or [])]
@@ -368,7 +368,7 @@ def cmd_calibrate(args) -> int:
                           "the costs stand, the run's latencies would not[/]", highlight=False)
         command = "overlaylab calibrate " + " ".join([args.file, *(f"--set {s}" for s in args.set[2:])])
         costs = costs_from_run(rd.path, exp.protocol.name, exp.nodes.peers_per_process, command)
-    out = args.out or COSTS_FILE
+    out = args.out or costs_file()
     save_costs(costs, out)
     print(json.dumps(costs.__dict__, indent=2))
     print(f"# written to {out}", file=sys.stderr)

@@ -85,3 +85,13 @@ def test_without_host_readings_the_probes_judge_alone():
     assert v["verdict"] == "degraded" and "judged by the link probes alone" in v["reasons"][0]
     assert [(w["start_s"], w["end_s"]) for w in v["windows"]] == [(10.0, 15.0)]  # the last round stands for one period
     assert verdict({**META, "backend": "k8s"}, [probe(1, 5.0)], None)["verdict"] == "ok"
+
+
+def test_a_load_phase_mostly_degraded_is_invalid_however_long_the_drain():
+    """The events measured are in flight in the load phase: a host behind for most of it makes
+    the run invalid, though the idle drain after it brings the share of the whole run down."""
+    meta = {**META, "measure_start_ns": 4 * S, "load_end_ns": 10 * S}
+    v = verdict(meta, readings(0, 20, stall=range(5, 10)), None)
+    assert v["verdict"] == "invalid", v
+    assert v["reasons"][1:] == ["25.0% of the run's 20.0 s degraded", "83.3% of the load phase's 6.0 s degraded"]
+    assert verdict({**meta, "load_end_ns": None}, readings(0, 20, stall=range(5, 10)), None)["verdict"] == "degraded"
