@@ -104,13 +104,14 @@ def main() -> None:
     parser.add_argument("--cases", nargs="+", default=["32:4", "100:50", "150:75", "200:100", "400:200", "1000:500", "2000:1000", "5000:2500"],
                         help="PEERS:PEERS_PER_PROCESS")
     parser.add_argument("--drain", type=float, default=60.0)
+    parser.add_argument("--keep", type=Path, help="keep the run directories here (default: removed)")
     args = parser.parse_args()
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for k, spec in enumerate(args.cases):
             peers, per_process = (int(x) for x in spec.split(":"))
-            out = Path(tmp) / str(k)
-            out.mkdir()
+            out = (args.keep or Path(tmp)) / str(k)
+            out.mkdir(parents=True)
             r = case(peers, per_process, args.drain, out)
             results.append(r)
             print(json.dumps(r), flush=True)

@@ -89,7 +89,8 @@ class Estimate:
         c = self.costs
         return (f"{self.peers:,} peers in {self.processes} processes need about {self.demand_cores:.2f} of "
                 f"{self.usable_cores} usable cores, the busiest process {self.busiest_cores:.2f} of its one "
-                f"({100 * self.share:.0f}% at most; fits up to {100 * FITS_SHARE:.0f}%) in the load phase: processes {self.process_cores:.2f} + maintenance {self.maintenance_cores:.2f} "
+                f"({100 * self.share:.0f}% at most; fits up to {100 * FITS_SHARE:.0f}%) in the load phase: "
+                f"processes {self.process_cores:.2f} + maintenance {self.maintenance_cores:.2f} "
                 f"({c.maintenance_ms_per_peer_s:.3f} ms per peer-second) + dissemination {self.dissemination_cores:.2f} "
                 f"({c.copies_per_event_per_peer:.2f} copies per event per peer x {c.cpu_per_copy_us:.0f} us); "
                 f"memory about {self.memory_mib / 1024:.1f} of {memory_mib() / 1024:.0f} GiB"
