@@ -16,10 +16,13 @@ plan let through were lost. At the end of the run: a mean delay off the plan by 
 
 - ``ok``: no degraded window, end-of-run probes within tolerance.
 - ``degraded``: some windows degraded (listed, in seconds from the start) or probes off.
-- ``invalid``: degraded windows cover more than ``invalid_fraction`` of the run or of its load
-  phase (warm-up end to the last planned publication: when the events measured are in flight),
-  or the probes lost more than ``invalid_loss_pp`` points above the plan: the numbers describe
-  the host.
+- ``invalid``: severely degraded windows cover more than ``invalid_fraction`` of the run or of
+  its load phase (warm-up end to the last planned publication: when the events measured are in
+  flight), or the end-of-run probes lost more than ``invalid_loss_pp`` points above the plan:
+  the numbers describe the host. A window is severe when its process did not answer, its loop
+  starved, more than ``late_fraction`` of its samples came later than ``invalid_lag_ms``, or
+  its probe round's links were late by more than ``invalid_delay_error_pct`` of the planned
+  delay (the hosts doubled it) or lost more than ``invalid_loss_pp`` points.
 - ``unmeasured``: a run of real peers with neither load readings nor probe rounds (a run written
   before they existed, or one without link emulation on a backend that gives no readings).
 ``sim`` runs in virtual time: ``ok``.
@@ -29,8 +32,9 @@ from __future__ import annotations
 
 import statistics
 
-THRESHOLDS = {"lag_ms": 100, "late_fraction": 0.1, "invalid_fraction": 0.5, "delay_error_pct": 25.0,
-              "excess_floor_ms": 5.0, "loss_error_pp": 5.0, "invalid_loss_pp": 50.0}
+THRESHOLDS = {"lag_ms": 100, "invalid_lag_ms": 1000, "late_fraction": 0.1, "invalid_fraction": 0.5,
+              "delay_error_pct": 25.0, "invalid_delay_error_pct": 100.0, "excess_floor_ms": 5.0,
+              "loss_error_pp": 5.0, "invalid_loss_pp": 50.0}
 SAMPLE_S = 0.2
 """The peers' lag sampling period (node/transport/loopwatch.py SAMPLE_S; not imported: the
 analysis does not load the node package)."""
@@ -46,12 +50,12 @@ def _by_node(timeline: list[dict], kind: str) -> dict[int, list[dict]]:
     return out
 
 
-def windows(timeline: list[dict], started_ns: int, lag_ms: int = THRESHOLDS["lag_ms"],
-            late_fraction: float = THRESHOLDS["late_fraction"]) -> tuple[list[dict], int]:
+def windows(timeline: list[dict], started_ns: int, thresholds: dict = THRESHOLDS) -> tuple[list[dict], int]:
     """The degraded windows of the peer processes (process's first node, ``start_s``,
-    ``end_s``, why) and how many windows there were."""
+    ``end_s``, why, ``severe``) and how many windows there were."""
     out, total = [], 0
-    late_key = f"lag_over_{lag_ms}ms"
+    lag_ms, late_fraction = thresholds["lag_ms"], thresholds["late_fraction"]
+    late_key, very_late_key = f"lag_over_{lag_ms}ms", f"lag_over_{thresholds['invalid_lag_ms']}ms"
     for node, lines in sorted(_by_node(timeline, "host").items()):
         last = None  # the last reading that answered
         for prev, cur in zip(lines, lines[1:]):
@@ -63,13 +67,16 @@ def windows(timeline: list[dict], started_ns: int, lag_ms: int = THRESHOLDS["lag
                     samples = cur.get("lag_samples", 0) - base.get("lag_samples", 0)
                     expected = (cur["t_ns"] - base["t_ns"]) / 1e9 / SAMPLE_S
                     late = cur.get(late_key, 0) - base.get(late_key, 0)
+                    very_late = cur.get(very_late_key, 0) - base.get(very_late_key, 0)
                     if samples < 0.5 * expected:
-                        out.append({**span, "why": f"event loop starved: {samples} of about {expected:.0f} lag samples"})
+                        out.append({**span, "why": f"event loop starved: {samples} of about {expected:.0f} lag samples",
+                                    "severe": True})
                     elif samples and late / samples > late_fraction:
-                        out.append({**span, "why": f"{late} of {samples} lag samples later than {lag_ms} ms"})
+                        out.append({**span, "why": f"{late} of {samples} lag samples later than {lag_ms} ms",
+                                    "severe": very_late / samples > late_fraction})
                 last = cur
             else:
-                out.append({**span, "why": "did not answer within the controller's deadline"})
+                out.append({**span, "why": "did not answer within the controller's deadline", "severe": True})
     return out, total
 
 
@@ -117,15 +124,18 @@ def probe_rounds(timeline: list[dict], started_ns: int, ended_ns: int) -> list[d
 
 
 def probe_windows(rounds: list[dict], thresholds: dict = THRESHOLDS) -> list[dict]:
-    """The rounds whose probes were late or lost beyond the thresholds, as degraded windows."""
+    """The rounds whose probes were late or lost beyond the thresholds, as degraded windows;
+    ``severe`` beyond the invalid ones (the hosts at least doubled the delays, or lost half)."""
     out = []
     for r in rounds:
         span = {"node": None, "start_s": r["start_s"], "end_s": r["end_s"]}
         if r["lost_pct"] is not None and r["lost_pct"] > thresholds["loss_error_pp"]:
-            out.append({**span, "why": f"link probes: {r['lost_pct']:.0f}% of {r['sent'] - r['dropped']} lost by the hosts"})
+            out.append({**span, "why": f"link probes: {r['lost_pct']:.0f}% of {r['sent'] - r['dropped']} lost by the hosts",
+                        "severe": r["lost_pct"] > thresholds["invalid_loss_pp"]})
         elif r["excess_ms"] is not None and \
                 r["excess_ms"] > max(thresholds["excess_floor_ms"], thresholds["delay_error_pct"] / 100 * r["planned_ms"]):
-            out.append({**span, "why": f"link probes: {r['excess_ms']:.1f} ms later than the {r['planned_ms']:.1f} ms planned"})
+            out.append({**span, "why": f"link probes: {r['excess_ms']:.1f} ms later than the {r['planned_ms']:.1f} ms planned",
+                        "severe": r["excess_ms"] > thresholds["invalid_delay_error_pct"] / 100 * r["planned_ms"]})
     return out
 
 
@@ -145,7 +155,7 @@ def verdict(meta: dict, timeline: list[dict], probes: dict | None, thresholds: d
     if meta.get("backend") == "sim":
         out["reasons"].append("sim: virtual time, no host to fall behind")
         return out
-    bad, total = windows(timeline, meta["started_ns"], thresholds["lag_ms"], thresholds["late_fraction"])
+    bad, total = windows(timeline, meta["started_ns"], thresholds)
     rounds = probe_rounds(timeline, meta["started_ns"], meta["ended_ns"])
     late_rounds = probe_windows(rounds, thresholds)
     out["windows"] = bad + late_rounds
@@ -157,21 +167,21 @@ def verdict(meta: dict, timeline: list[dict], probes: dict | None, thresholds: d
         if not rounds:
             out["verdict"] = "unmeasured"
     if out["windows"]:
-        share = covered_s(out["windows"]) / duration_s if duration_s > 0 else 1.0
         if bad:
             reasons.append(f"{len(bad)} of {total} process windows degraded")
         if late_rounds:
             reasons.append(f"{len(late_rounds)} of {len(rounds)} rounds of link probes during the run late or lost")
-        reasons.append(f"{100 * share:.1f}% of the run's {duration_s:.1f} s degraded")
-        load_share = None
+        severe = [w for w in out["windows"] if w["severe"]]
+        shares = [covered_s(out["windows"]) / duration_s if duration_s > 0 else 1.0,
+                  covered_s(severe) / duration_s if duration_s > 0 else 1.0]
+        reasons.append(f"{100 * shares[0]:.1f}% of the run's {duration_s:.1f} s degraded, {100 * shares[1]:.1f}% severely")
         if meta.get("load_end_ns") and meta["load_end_ns"] > meta["measure_start_ns"]:
             lo, hi = (meta["measure_start_ns"] - meta["started_ns"]) / 1e9, (meta["load_end_ns"] - meta["started_ns"]) / 1e9
-            clipped = [{**w, "start_s": max(w["start_s"], lo), "end_s": min(w["end_s"], hi)} for w in out["windows"]
+            in_load = [{**w, "start_s": max(w["start_s"], lo), "end_s": min(w["end_s"], hi)} for w in severe
                        if w["end_s"] > lo and w["start_s"] < hi]
-            load_share = covered_s(clipped) / (hi - lo)
-            reasons.append(f"{100 * load_share:.1f}% of the load phase's {hi - lo:.1f} s degraded")
-        invalid = max(share, load_share or 0.0) > thresholds["invalid_fraction"]
-        out["verdict"] = "invalid" if invalid else "degraded"
+            shares.append(covered_s(in_load) / (hi - lo))
+            reasons.append(f"{100 * shares[-1]:.1f}% of the load phase's {hi - lo:.1f} s severely degraded")
+        out["verdict"] = "invalid" if max(shares[1:]) > thresholds["invalid_fraction"] else "degraded"
     if probes:
         loss_pp = (probes.get("loss") or {}).get("error_pp")
         delay_pct = (probes.get("delay_ms") or {}).get("error_pct")

@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import RESULTS, ROOT, header
 
 sys.path.insert(0, str(ROOT))
+from analysis.fidelity import verdict
 from controller.capacity import COSTS_FILE, estimate
 from controller.experiment.schema import load_experiment
 
@@ -83,20 +84,32 @@ def case(peers: int, per_process: int, drain_s: float, out: Path) -> dict:
         raise SystemExit(f"{peers} peers: run failed:\n{err[-2000:]}")
     [run_dir] = [p for p in out.iterdir() if p.is_dir()]
     s = json.loads((run_dir / "summary.json").read_text())
-    est = estimate(load_experiment(run_dir / "experiment.yaml", []))
-    return {
+    measured = {
         "peers": peers, "peers_per_process": per_process, "drain_s": drain_s,
         "wall_s": round(time.perf_counter() - start, 1), "events": s["events"], "hit_ratio": s["hit_ratio"],
         "spans_received": s["spans"]["receive"], "spans_dropped": s["spans"]["dropped"],
         "send_failed": s["errors"]["send_failed"], "peer_processes": peak["processes"],
         "latency_p50_ms": s["latency_ms"]["p50"], "latency_p99_ms": s["latency_ms"]["p99"],
-        "verdict": s["fidelity"]["verdict"], "verdict_reasons": s["fidelity"]["reasons"],
         "unplanned_crashes": s["churn"]["unplanned_crashes"],
-        "estimated_cores": round(est.demand_cores, 2) if est else None,
-        "estimated_share": round(est.share, 2) if est else None, "estimate_fits": est.fits if est else None,
         "peak_peer_rss_mib": round(peak["bytes"] / 2**20, 1),
         "peak_rss_per_peer_mib": round(peak["bytes"] / 2**20 / peers, 2),
     }
+    (out / "case.json").write_text(json.dumps(measured) + "\n")
+    return scored(measured, run_dir)
+
+
+def scored(measured: dict, run_dir: Path) -> dict:
+    """A case with the run's verdict and the estimate as the current rules and costs make them
+    (``--rescore`` applies them again to kept runs)."""
+    meta = json.loads((run_dir / "run.json").read_text())
+    timeline = [json.loads(line) for line in (run_dir / "timeline.jsonl").read_text().splitlines()]
+    probes = run_dir / "fidelity.json"
+    v = verdict(meta, timeline, json.loads(probes.read_text()) if probes.exists() else None)
+    est = estimate(load_experiment(run_dir / "experiment.yaml", []))
+    return {**measured, "verdict": v["verdict"], "verdict_reasons": v["reasons"],
+            "estimated_cores": round(est.demand_cores, 2) if est else None,
+            "estimated_share": round(est.share, 2) if est else None,
+            "estimate": None if est is None else "fits" if est.fits else "overloads" if est.overloads else "falls behind"}
 
 
 def main() -> None:
@@ -105,20 +118,27 @@ def main() -> None:
                         help="PEERS:PEERS_PER_PROCESS")
     parser.add_argument("--drain", type=float, default=60.0)
     parser.add_argument("--keep", type=Path, help="keep the run directories here (default: removed)")
+    parser.add_argument("--rescore", type=Path, metavar="DIR",
+                        help="no runs: score the runs kept in DIR again (verdict rules, capacity table)")
     args = parser.parse_args()
     results = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for k, spec in enumerate(args.cases):
-            peers, per_process = (int(x) for x in spec.split(":"))
-            out = (args.keep or Path(tmp)) / str(k)
-            out.mkdir(parents=True)
-            r = case(peers, per_process, args.drain, out)
-            results.append(r)
-            print(json.dumps(r), flush=True)
+    if args.rescore:
+        for out in sorted((p for p in args.rescore.iterdir() if (p / "case.json").exists()), key=lambda p: int(p.name)):
+            [run_dir] = [p for p in out.iterdir() if p.is_dir()]
+            results.append(scored(json.loads((out / "case.json").read_text()), run_dir))
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            for k, spec in enumerate(args.cases):
+                peers, per_process = (int(x) for x in spec.split(":"))
+                out = (args.keep or Path(tmp)) / str(k)
+                out.mkdir(parents=True)
+                results.append(case(peers, per_process, args.drain, out))
+                print(json.dumps(results[-1]), flush=True)
     record = {**header("peers", f"{EXPERIMENT} --set nodes.count=N --set nodes.peers_per_process=P "
                                  f"--set transport.mode=stream --set transport.queue_messages={QUEUE} "
                                  f"--set transport.deadline_ms={DEADLINE_MS} "
-                                 f"--set phases.drain_s={args.drain}"), "cases": results,
+                                 f"--set phases.drain_s={results[0]['drain_s'] if results else args.drain}"),
+              "cases": results,
               "largest_ok": max((r["peers"] for r in results if r["verdict"] == "ok"), default=None),
               "capacity": json.loads(COSTS_FILE.read_text()) if COSTS_FILE.exists() else None}
     RESULTS.mkdir(exist_ok=True)

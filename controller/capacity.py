@@ -12,11 +12,13 @@ The model is first order. Each peer process runs one event loop, so a run's peer
                                     measured at the calibration's size, assumed to grow
                                     linearly with the peers, as a flood does)
 
-and memory ``processes x rss_base + peers x rss_per_peer``. The calibration run's two processes
-host different numbers of peers (100 and 50), so a line through their readings over the
-warm-up's second half separates the per-process from the per-peer costs. The plan fits while
-the demand stays under :data:`FITS_SHARE` of the usable cores: above it, the loops fall behind
-in bursts (fidelity.verdict, analysis/fidelity.py) long before the mean reaches 100%. The costs are the
+and memory ``processes x rss_base + peers x rss_per_peer``. The calibration run's processes host
+75, 75 and 1 peers, so a line through their readings over the warm-up's second half separates
+the per-process from the per-peer costs (the one-peer process pins the former). The plan fits while
+the demand stays under :data:`FITS_SHARE` of the usable cores; above it the loops fall behind
+in bursts (``fidelity.verdict`` ``degraded``, analysis/fidelity.py), and past
+:data:`OVERLOAD_SHARE` they fall behind for good (``invalid``: the results describe the host).
+The costs are the
 protocol's: a protocol not calibrated is estimated with the quickstart's (gossip) costs, and
 says so.
 """
@@ -36,11 +38,13 @@ from controller.experiment.schema import Experiment
 COSTS_FILE = Path(__file__).resolve().parent.parent / "bench" / "results" / "capacity.json"
 """The capacity table (``OVERLAYLAB_CAPACITY`` names another)."""
 FITS_SHARE = 0.3
-"""Demand above this share of the usable cores is reported as not fitting. Chosen from the
-verdicts bench/peers.py measured (bench/results/peers.json): the quickstart plan at 100 peers
-(0.29 estimated) was ``ok``; at 150 (0.39), 200 (0.50) and 400 (0.92) it was ``degraded``."""
-CALIBRATION_PEERS = (150, 100)
-"""The calibration run's peers and peers per process: two processes of 100 and 50 peers."""
+"""Up to this share of the usable cores a plan fits. From the verdicts bench/peers.py measured
+(bench/results/peers.json, the quickstart's flood on two processes): 100 peers (0.26 estimated)
+``ok``; 150 (0.39), 200 (0.51) and 400 (1.01) ``degraded``; 1,000 (2.5) and more ``invalid``."""
+OVERLOAD_SHARE = 1.0
+"""Past this share the demand exceeds the cores: the plan overloads the host."""
+CALIBRATION_PEERS = (151, 75)
+"""The calibration run's peers and peers per process: processes of 75, 75 and 1 peers."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,10 @@ class Estimate:
     @property
     def fits(self) -> bool:
         return self.share <= FITS_SHARE and self.memory_mib <= 0.8 * memory_mib()
+
+    @property
+    def overloads(self) -> bool:
+        return self.share > OVERLOAD_SHARE or self.memory_mib > 0.8 * memory_mib()
 
     def describe(self) -> str:
         c = self.costs

@@ -334,9 +334,12 @@ def warn_capacity(exp, quiet: bool = False) -> None:
         print("# capacity: not calibrated on this machine (overlaylab calibrate)", file=sys.stderr)
     elif est.fits:
         print(f"# capacity: {est.describe()}", file=sys.stderr)
+    elif est.overloads:
+        console.print(f"[yellow]warning: this plan overloads this machine: its results would describe the host, not the "
+                      f"protocol (fidelity.verdict invalid): {est.describe()}[/]", highlight=False, soft_wrap=True)
     else:
-        console.print(f"[yellow]warning: this plan likely overloads this machine, and its results would describe the host "
-                      f"(fidelity.verdict): {est.describe()}[/]", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]warning: the host will likely fall behind this plan at times (fidelity.verdict degraded): "
+                      f"{est.describe()}[/]", highlight=False, soft_wrap=True)
 
 
 def cmd_calibrate(args) -> int:

@@ -5,10 +5,10 @@ from analysis.fidelity import covered_s, verdict
 S = 1_000_000_000
 
 
-def host(t_s: float, node: int = 0, answered: bool = True, samples: int = 0, late: int = 0) -> dict:
+def host(t_s: float, node: int = 0, answered: bool = True, samples: int = 0, late: int = 0, very_late: int = 0) -> dict:
     line = {"t_ns": int(t_s * S), "kind": "host", "node": node, "answered": answered}
     if answered:
-        line.update(lag_samples=samples, lag_over_100ms=late)
+        line.update(lag_samples=samples, lag_over_100ms=late, lag_over_1000ms=very_late)
     return line
 
 
@@ -36,7 +36,8 @@ def test_a_stalled_process_degrades_its_window_only():
     v = verdict(META, readings(0, 20) + readings(3, 20, stall=range(8, 11)), None)
     assert v["verdict"] == "degraded"
     assert {(w["node"], w["start_s"], w["end_s"]) for w in v["windows"]} == {(3, 7.0, 8.0), (3, 8.0, 9.0), (3, 9.0, 10.0)}
-    assert covered_s(v["windows"]) == 3.0 and v["reasons"][:2] == ["3 of 38 process windows degraded", "15.0% of the run's 20.0 s degraded"]
+    assert covered_s(v["windows"]) == 3.0
+    assert v["reasons"][:2] == ["3 of 38 process windows degraded", "15.0% of the run's 20.0 s degraded, 15.0% severely"]
 
 
 def test_late_samples_and_a_starved_timer_degrade_too():
@@ -96,5 +97,20 @@ def test_a_load_phase_mostly_degraded_is_invalid_however_long_the_drain():
     meta = {**META, "measure_start_ns": 4 * S, "load_end_ns": 10 * S}
     v = verdict(meta, readings(0, 20, stall=range(5, 10)), None)
     assert v["verdict"] == "invalid", v
-    assert v["reasons"][1:] == ["25.0% of the run's 20.0 s degraded", "83.3% of the load phase's 6.0 s degraded"]
+    assert v["reasons"][1:] == ["25.0% of the run's 20.0 s degraded, 25.0% severely",
+                                "83.3% of the load phase's 6.0 s severely degraded"]
     assert verdict({**meta, "load_end_ns": None}, readings(0, 20, stall=range(5, 10)), None)["verdict"] == "degraded"
+
+
+def test_only_severe_windows_make_a_run_invalid():
+    """A loop late by over 100 ms all run long is degraded; late by over a second, invalid. A
+    probe round late by more than the planned delay itself is severe, by a quarter of it not."""
+    late = [host(t, samples=5 * t, late=2 * t) for t in range(1, 21)]
+    v = verdict(META, late, None)
+    assert v["verdict"] == "degraded" and not any(w["severe"] for w in v["windows"]), v
+    very_late = [host(t, samples=5 * t, late=2 * t, very_late=2 * t) for t in range(1, 21)]
+    assert verdict(META, very_late, None)["verdict"] == "invalid"
+    mild = [probe(k, 5.0 * k, excess=20.0) for k in range(4)]
+    assert verdict(META, readings(0, 20) + mild, None)["verdict"] == "degraded"
+    doubled = [probe(k, 5.0 * k, excess=31.0) for k in range(4)]
+    assert verdict(META, readings(0, 20) + doubled, None)["verdict"] == "invalid"
