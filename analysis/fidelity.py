@@ -8,9 +8,9 @@ less than half as often as it should (the loop was starved), or when more than
 reply of its peers then ran late by as much.
 
 The link probes count too. During the run (``network.fidelity_every_s``), each round of probes
-stands for the time until the next round; the round is degraded when its links' probes arrived
-later than the delays the emulation drew for them (the median over the links) by more than
-``delay_error_pct`` of those delays (and at least ``excess_floor_ms``), or when more than ``loss_error_pp`` points of the probes the
+stands for the time until the next round; the round is degraded when its probes arrived later
+than the delays the emulation drew for them, on average, by more than ``delay_error_pct`` of
+those delays (and at least ``excess_floor_ms``), or when more than ``loss_error_pp`` points of the probes the
 plan let through were lost. At the end of the run: a mean delay off the plan by more than
 ``delay_error_pct``, or a loss above the plan's by more than ``loss_error_pp`` points.
 
@@ -29,8 +29,6 @@ plan let through were lost. At the end of the run: a mean delay off the plan by 
 """
 
 from __future__ import annotations
-
-import statistics
 
 THRESHOLDS = {"lag_ms": 100, "invalid_lag_ms": 1000, "late_fraction": 0.1, "invalid_fraction": 0.5,
               "delay_error_pct": 25.0, "invalid_delay_error_pct": 100.0, "excess_floor_ms": 5.0,
@@ -98,10 +96,9 @@ def host_series(timeline: list[dict], started_ns: int) -> list[dict]:
 def probe_rounds(timeline: list[dict], started_ns: int, ended_ns: int) -> list[dict]:
     """The in-run probe rounds, pooled over their links: ``start_s``/``end_s`` (until the next
     round), probes ``sent``, ``dropped`` by plan, ``received``, ``planned_ms`` (the mean planned
-    delay of those that arrived), ``excess_ms`` (the median over the round's links of each
-    link's mean measured less planned delay: one link held up by a single late probe does not
-    make the round late; most links late do) and ``lost_pct`` (share of the probes the plan let
-    through that did not arrive)."""
+    delay of those that arrived), ``excess_ms`` (their mean measured less planned delay: links
+    held up by one stalled process count, though the others were on time) and ``lost_pct``
+    (share of the probes the plan let through that did not arrive)."""
     by_round: dict[int, list[dict]] = {}
     for e in timeline:
         if e["kind"] == "probe":
@@ -113,12 +110,11 @@ def probe_rounds(timeline: list[dict], started_ns: int, ended_ns: int) -> list[d
         end_ns = rounds[k + 1][0]["t_ns"] if k + 1 < len(rounds) else \
             min(ended_ns, t_ns + (t_ns - rounds[k - 1][0]["t_ns"] if k else ended_ns - t_ns))
         sent, dropped, received = (sum(e[key] for e in links) for key in ("sent", "dropped", "received"))
-        excess = [(e["measured_ms_sum"] - e["planned_ms_sum"]) / e["received"] for e in links if e["received"]]
         through = sent - dropped
         out.append({"start_s": (t_ns - started_ns) / 1e9, "end_s": (end_ns - started_ns) / 1e9,
                     "sent": sent, "dropped": dropped, "received": received,
                     "planned_ms": sum(e["planned_ms_sum"] for e in links) / received if received else None,
-                    "excess_ms": statistics.median(excess) if excess else None,
+                    "excess_ms": sum(e["measured_ms_sum"] - e["planned_ms_sum"] for e in links) / received if received else None,
                     "lost_pct": 100 * (through - received) / through if through else None})
     return out
 

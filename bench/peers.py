@@ -6,7 +6,7 @@ links at each (peers, peers per process) case, samples the resident memory of ev
 process once a second (psutil, the process tree under the controller), and records the peak of
 their sum, that peak per peer, the run's hit ratio, latency and spans dropped, its
 ``fidelity.verdict`` (measured: loop lag and link probes during the run) beside the estimate
-``overlaylab validate`` makes before it (controller/capacity.py: from the costs ``overlaylab
+``overlaylab validate`` makes before it (controller/backends/capacity.py: from the costs ``overlaylab
 calibrate`` measured), and the largest count whose verdict was ``ok``. The drain is long
 enough for the whole flood to arrive: the quickstart floods (gamma 1), so 1,000 peers carry
 about 8,000 copies per event.
@@ -32,7 +32,7 @@ from run import RESULTS, ROOT, header
 
 sys.path.insert(0, str(ROOT))
 from analysis.fidelity import verdict
-from controller.capacity import COSTS_FILE, estimate
+from controller.backends.capacity import COSTS_FILE, estimate
 from controller.experiment.schema import load_experiment
 
 EXPERIMENT = "experiments/quickstart.yaml"

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -321,11 +322,11 @@ def cmd_validate(args) -> int:
 
 
 def warn_capacity(exp, quiet: bool = False) -> None:
-    """A local plan's estimated demand on this machine (controller/capacity.py), on stderr; in
+    """A local plan's estimated demand on this machine (controller/backends/capacity.py), on stderr; in
     yellow when it does not fit. ``quiet``: only that warning."""
     if exp.backend != "local":
         return
-    from controller.capacity import estimate
+    from controller.backends.capacity import estimate
 
     est = estimate(exp)
     if quiet and (est is None or est.fits):
@@ -349,8 +350,8 @@ def cmd_calibrate(args) -> int:
 
     from analysis.fidelity import verdict
     from controller.backends import get_runner
+    from controller.backends.capacity import CALIBRATION_PEERS, costs_file, costs_from_run, save_costs
     from controller.backends.rundir import RunDir
-    from controller.capacity import CALIBRATION_PEERS, costs_file, costs_from_run, save_costs
 
     peers, per_process = CALIBRATION_PEERS
     args.set = [f"nodes.count={peers}", f"nodes.peers_per_process={per_process}", *(args.set or [])]
@@ -369,7 +370,8 @@ def cmd_calibrate(args) -> int:
         if fidelity["verdict"] != "ok":
             console.print(f"[yellow]calibrate: the run was {fidelity['verdict']} ({'; '.join(fidelity['reasons'])}): "
                           "the costs stand, the run's latencies would not[/]", highlight=False)
-        command = "overlaylab calibrate " + " ".join([args.file, *(f"--set {s}" for s in args.set[2:])])
+        shown = os.path.relpath(args.file) if not os.path.relpath(args.file).startswith("..") else args.file
+        command = "overlaylab calibrate " + " ".join([shown, *(f"--set {s}" for s in args.set[2:])])
         costs = costs_from_run(rd.path, exp.protocol.name, exp.nodes.peers_per_process, command)
     out = args.out or costs_file()
     save_costs(costs, out)

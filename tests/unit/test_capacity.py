@@ -1,4 +1,4 @@
-"""The capacity estimate before a local run (controller/capacity.py): costs from a run's readings,
+"""The capacity estimate before a local run (controller/backends/capacity.py): costs from a run's readings,
 the plan's demand from the costs, and the warning `validate` prints."""
 
 import json
@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from controller.backends.capacity import FITS_SHARE, Costs, costs_from_run, estimate, save_costs
 from controller.backends.rundir import write_stats
-from controller.capacity import FITS_SHARE, Costs, costs_from_run, estimate, save_costs
 from controller.experiment.schema import load_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,3 +97,10 @@ def test_validate_warns_before_anything_starts(tmp_path):
     middle = subprocess.run(cmd[:5] + ["--set", "nodes.count=200", "--set", "nodes.peers_per_process=100"],
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert "will likely fall behind" in middle.stderr and "overloads" not in middle.stderr, middle.stderr
+
+
+def test_the_committed_table_is_where_validate_looks_and_holds_the_quickstart():
+    from controller.backends.capacity import COSTS_FILE, load_costs
+
+    assert COSTS_FILE == ROOT / "bench" / "results" / "capacity.json"
+    assert "gossip" in load_costs(COSTS_FILE)

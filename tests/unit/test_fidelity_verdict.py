@@ -77,9 +77,9 @@ def test_a_probe_round_late_or_lost_degrades_the_time_until_the_next_round():
     # round 2: 10 probes, half 20.5 ms late: 10.5 ms beyond 30 ms planned (threshold 7.5); round 3: 9 let through, 7 arrived
     assert "10.5 ms later than the 30.0 ms planned" in v["windows"][0]["why"]
     assert "22% of 9 lost by the hosts" in v["windows"][1]["why"]
-    # one link of three held up (a late probe at one end) does not make its round late
-    one_late = [probe(1, 5.0), probe(1, 5.0, excess=300.0), probe(1, 5.0)]
-    assert verdict(META, readings(0, 20) + one_late, None)["verdict"] == "ok"
+    # one link of three held up (a process stalled at one end) makes its round late
+    one_late = [probe(1, 5.0), probe(1, 5.0, excess=60.0), probe(1, 5.0), probe(2, 10.0)]
+    assert verdict(META, readings(0, 20) + one_late, None)["verdict"] == "degraded"
     # probes dropped by the plan's own loss are not the host's
     assert verdict(META, readings(0, 20) + [probe(1, 5.0, dropped=3, received=2)], None)["verdict"] == "ok"
 

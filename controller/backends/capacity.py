@@ -35,7 +35,7 @@ from pathlib import Path
 
 from controller.experiment.schema import Experiment
 
-COSTS_FILE = Path(__file__).resolve().parent.parent / "bench" / "results" / "capacity.json"
+COSTS_FILE = Path(__file__).resolve().parents[2] / "bench" / "results" / "capacity.json"
 """The capacity table (``OVERLAYLAB_CAPACITY`` names another)."""
 FITS_SHARE = 0.3
 """Up to this share of the usable cores a plan fits. From the verdicts bench/peers.py measured
