@@ -225,13 +225,14 @@ class Network(Strict):
     partitions: list[Partition] = []
     """Node sets cut off from the others during a time window."""
     fidelity_links: int = Field(20, ge=0)
-    """local: links probed at the end of the run to check delay, jitter and loss against the plan."""
+    """Real backends (local, k8s): links probed at the end of the run to check delay, jitter and
+    loss against the plan (sim applies the plan exactly and probes nothing)."""
     fidelity_probes: PositiveInt = 100
     """Probes per sampled link at the end of the run."""
     fidelity_interval_ms: PositiveFloat = 50.0
     """Time between two probes on one link (links are probed at the same time)."""
     fidelity_every_s: NonNegativeFloat = 5.0
-    """local: during the run, a round of probes every this many seconds (0: none), on
+    """Real backends: during the run, a round of probes every this many seconds (0: none), on
     ``fidelity_links`` links drawn among the live nodes: delay and loss under the run's own load."""
     fidelity_round_probes: PositiveInt = 5
     """Probes per link in each round during the run."""
