@@ -228,8 +228,11 @@ def reach(pubs: list[dict], copies: dict[tuple[str, int], list[dict]], nodes: in
         by_network[p["node"] // nodes].append(len(got[p["event_id"]] | {p["node"]}))
     every = [r for rs in by_network.values() for r in rs]
     means = [float(np.mean(by_network[k])) for k in sorted(by_network)]
+    spread = [r for r in every if 10 * r > nodes]  # docs/metrics.md: an event spreads past a tenth of its network
     return {"receivers_mean": float(np.mean(every)) if every else None,
             "receivers_sd_across_networks": float(np.std(means, ddof=1)) if len(means) > 1 else 0.0,
+            "events_spreading_share": len(spread) / len(every) if every else None,
+            "receivers_mean_spreading": float(np.mean(spread)) if spread else None,
             "max_hops": max((c["hops"] for cs in copies.values() for c in cs), default=0)}
 
 

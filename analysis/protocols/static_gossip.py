@@ -23,6 +23,11 @@ from .. import gossip_model as model
 from ..plotting import plt, save
 from .base import ProtocolAnalysis
 
+SPREAD_SHARE = 0.1
+"""An event *spreads* when it reaches more than this share of its network's nodes. Above the
+transition reach is bimodal: an event dies out near its publisher or reaches most of the graph
+(on the ACL graph of F7, 7-9% of the events stay near their publisher)."""
+
 
 class StaticGossipAnalysis(ProtocolAnalysis):
     title = "Gossip on a static graph (Ferretti)"
@@ -65,12 +70,15 @@ class StaticGossipAnalysis(ProtocolAnalysis):
         receivers = [r for rs in per_network.values() for r in rs]
         means = [statistics.fmean(per_network[k]) for k in sorted(per_network)]
         copies = sum(e["copies"] for e in self.events)
+        spreading = [r for r in receivers if r > SPREAD_SHARE * n]
         out: dict = {
             "events": len(self.events), "networks": self.networks, "nodes_per_network": n,
             "receivers_mean": statistics.fmean(receivers),
             "receivers_fraction": statistics.fmean(receivers) / n,
             "receivers_mean_per_network": means,
             "receivers_sd_across_networks": statistics.stdev(means) if len(means) > 1 else 0.0,
+            "events_spreading_share": len(spreading) / len(receivers),
+            "receivers_mean_spreading": statistics.fmean(spreading) if spreading else None,
             "subscribers_reached_mean": statistics.fmean(reached_subs),
             "copies_per_receiver": copies / max(1, sum(r - 1 for r in receivers)),
             "duplicates_per_event": statistics.fmean(e["copies"] - (e["receivers"] - 1) for e in self.events),

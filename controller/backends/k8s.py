@@ -124,15 +124,24 @@ class Cluster:
                     return 0
                 raise
             for item in items:
-                self.custom.delete_namespaced_custom_object(group, version, self.namespace, plural,
-                                                            item["metadata"]["name"])
+                self._gone_already_ok(self.custom.delete_namespaced_custom_object, group, version, self.namespace,
+                                      plural, item["metadata"]["name"])
             return len(items)
         api, suffix = self._api(kind)
         items = getattr(api, f"list_namespaced_{suffix}")(self.namespace, label_selector=selector).items
         for item in items:
-            getattr(api, f"delete_namespaced_{suffix}")(item.metadata.name, self.namespace,
-                                                       propagation_policy="Background")
+            self._gone_already_ok(getattr(api, f"delete_namespaced_{suffix}"), item.metadata.name, self.namespace,
+                                  propagation_policy="Background")
         return len(items)
+
+    def _gone_already_ok(self, delete, *args, **kwargs) -> None:
+        """Delete, where an object that vanished since it was listed (a Job's pods, deleted with
+        the Job a moment earlier) is what a teardown wants, not an error."""
+        try:
+            delete(*args, **kwargs)
+        except self.client.ApiException as e:
+            if e.status != 404:
+                raise
 
     def chaos_mesh_installed(self) -> bool:
         try:

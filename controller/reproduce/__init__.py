@@ -42,11 +42,12 @@ def select(targets: list[str]) -> dict[str, list[Claim]]:
 def reproduce(targets: list[str], scale: Scale, out: Path, workers: int | None = None, resume: bool = False,
               runs: Path | None = None) -> dict:
     """Run (under ``runs``, default ``out/runs``), judge and report; returns the record written
-    to ``out/reproduce.json``."""
+    to ``out/reproduce.json``, less the papers it kept from an earlier report there."""
     chosen = select(targets)
     claims = [c for cs in chosen.values() for c in cs]
     summaries = execute(needed(claims, scale), runs or out / "runs", workers, resume)
-    return write(out, scale, {p: [judge(c, scale, summaries) for c in cs] for p, cs in chosen.items()})
+    record = write(out, scale, {p: [judge(c, scale, summaries) for c in cs] for p, cs in chosen.items()})
+    return {**record, "papers": {p: record["papers"][p] for p in chosen}}
 
 
 def failures(record: dict) -> list[str]:

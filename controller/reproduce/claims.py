@@ -146,9 +146,21 @@ class Check:
     differ), and ``x_label``."""
     x_label: str = ""
     note: str = ""
-    explained: str = ""
+    explained: str | Callable[[Any], str] = ""
     """Why the claim does not reproduce here, where that is understood (a rule the paper leaves
-    open, a bound stated loosely): such a claim does not fail the command; the report says why."""
+    open, a bound stated loosely): such a claim does not fail the command; the report says why.
+    A function of our number(s) where the explanation rests on a measured fact: "" where that
+    fact does not hold either, and the claim fails."""
+    beside: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Other rules or options to report our number under, beside the verdict's (label -> ``--set``
+    overrides added to every run of the check): a choice the paper leaves open, or this
+    testbed's improvement on the paper's rule. Reported, never judged."""
+
+    def runs_at(self, scale: str, beside: str | None = None) -> list[tuple[str, tuple[str, ...]]]:
+        """The (file, sets) of every run at ``scale``, seeds expanded; under ``beside``'s options
+        where one is named."""
+        extra = self.beside[beside] if beside else ()
+        return [(f, (*sets, *extra)) for run in self.runs.get(scale, ()) for f, sets in run.expanded()]
 
     def at(self, scale: str) -> tuple[Expect, list[Any]]:
         """The expectation and x values at ``scale``."""

@@ -85,24 +85,43 @@ def plot(row: dict, path: Path) -> bool:
     return True
 
 
+def _kept(out: Path, scale: str, fresh: dict[str, list[dict]]) -> dict[str, dict]:
+    """The papers an earlier report in ``out`` at the same scale holds and this one does not
+    judge again: kept as they are, each with the commit, machine and date it ran on."""
+    try:
+        old = json.loads((out / "reproduce.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    if old.get("scale") != scale:
+        return {}
+    ran = {k: old[k] for k in ("commit", "machine", "date") if k in old}
+    return {name: {**ran, **paper} for name, paper in old.get("papers", {}).items()
+            if name in PAPERS and name not in fresh and (out / f"{name}.html").exists()}
+
+
 def write(out: Path, scale: str, rows_by_paper: dict[str, list[dict]]) -> dict:
-    """Write the report into ``out``; returns the record ``reproduce.json`` holds."""
+    """Write the report into ``out``; returns the record ``reproduce.json`` holds. Papers an
+    earlier report there judged at the same scale, and this one does not, stay (with the commit
+    they ran on): one paper can be re-run without re-running the others."""
     meta = {"scale": scale, "commit": _commit(), "machine": f"{platform.node()} ({platform.machine()}, "
             f"{__import__('os').cpu_count()} cpus)", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-    papers = []
+    ran = {k: meta[k] for k in ("commit", "machine", "date")}
+    papers = _kept(out, scale, rows_by_paper)
     for name, rows in rows_by_paper.items():
         for row in rows:
             row["ours_text"] = text(row["ours"]) if "ours" in row else ""
+            for other in row.get("beside", {}).values():
+                other["ours_text"] = text(other["ours"]) if other["ours"] is not None else "a run failed"
             png = out / name / f"{row['id']}.png"
             png.parent.mkdir(parents=True, exist_ok=True)
             row["plot"] = f"{name}/{png.name}" if "ours" in row and plot(row, png) else None
         counts = dict(Counter(r["verdict"] for r in rows))
-        papers.append({"name": name, "title": PAPERS[name], "counts": counts, "claims": rows})
+        papers[name] = {**ran, "title": PAPERS[name], "counts": counts, "claims": rows}
         (out / f"{name}.html").write_text(_TEMPLATES.get_template("paper.html.j2").render(
             title=PAPERS[name], claims=rows, counts=counts, **meta))
+    papers = {name: papers[name] for name in PAPERS if name in papers}
     (out / "index.html").write_text(_TEMPLATES.get_template("index.html.j2").render(
         papers=papers, verdicts=VERDICTS, **meta))
-    record = {**meta, "papers": {p["name"]: {"title": p["title"], "counts": p["counts"], "claims": p["claims"]}
-                                 for p in papers}}
+    record = {**meta, "papers": papers}
     (out / "reproduce.json").write_text(json.dumps(record, indent=2, default=str) + "\n")
     return record

@@ -29,8 +29,8 @@ def needed(claims: list[Claim], scale: Scale) -> list[RunKey]:
     keys: dict[RunKey, None] = {}
     for c in claims:
         if c.check is not None:
-            for run in c.check.runs.get(scale, ()):
-                keys.update(dict.fromkeys(run.expanded()))
+            for beside in (None, *c.check.beside):
+                keys.update(dict.fromkeys(c.check.runs_at(scale, beside)))
     return list(keys)
 
 
@@ -77,9 +77,9 @@ def judge(claim: Claim, scale: Scale, summaries: dict[RunKey, dict | None]) -> d
     if check is None or scale not in check.runs:
         why = claim.why_not if check is None else f"no {scale}-scale runs registered"
         return {**row, "verdict": "not testable", "why": why}
-    keys = [k for run in check.runs[scale] for k in run.expanded()]
+    keys = check.runs_at(scale)
     got = [summaries.get(k) for k in keys]
-    runs = [{"file": f, "sets": list(s), "run_id": g["run_id"] if g else None} for (f, s), g in zip(keys, got)]
+    runs = _runs(keys, got)
     if any(g is None for g in got):
         return {**row, "verdict": "not reproduced", "why": "a run it needs failed", "runs": runs}
     invalid = [g["run_id"] for g in got if g is not None and (g.get("fidelity") or {}).get("verdict") == "invalid"]
@@ -91,6 +91,26 @@ def judge(claim: Claim, scale: Scale, summaries: dict[RunKey, dict | None]) -> d
     verdict: Verdict = expect.verdict(ours)
     return {**row, "verdict": verdict, "ours": ours, "paper": expect.paper(), "rule": expect.describe(),
             "options": check.options, "note": check.note, "x": x, "x_label": check.x_label, "runs": runs,
-            "explained": check.explained if verdict == "not reproduced" else ""}
+            "explained": _explained(check, ours) if verdict == "not reproduced" else "",
+            "beside": {label: _beside(check, scale, label, summaries) for label in check.beside}}
+
+
+def _runs(keys: list[RunKey], got: list[dict | None]) -> list[dict[str, Any]]:
+    """Which runs a number came from: file, sets, run id and the folder under ``runs/`` (two runs
+    of one file started in the same second share a run id, never a folder)."""
+    return [{"file": f, "sets": list(s), "run_id": g["run_id"] if g else None, "dir": key_name((f, s))}
+            for (f, s), g in zip(keys, got)]
+
+
+def _explained(check, ours: Any) -> str:
+    return check.explained(ours) if callable(check.explained) else check.explained
+
+
+def _beside(check, scale: Scale, label: str, summaries: dict[RunKey, dict | None]) -> dict[str, Any]:
+    """Our number under another rule (``Check.beside``), with its runs; None where one failed."""
+    keys = check.runs_at(scale, label)
+    got = [summaries.get(k) for k in keys]
+    return {"sets": list(check.beside[label]), "ours": check.metric(got) if all(got) else None,
+            "runs": _runs(keys, got)}
 
 

@@ -79,3 +79,36 @@ def test_a_claim_is_not_scored_on_a_run_whose_host_fell_behind():
     record = judge(claim, "quick", invalid)
     assert record["verdict"] == "not reproduced" and record["why"].startswith("not scored: fidelity.verdict is invalid")
     assert "ours" not in record
+
+
+def test_a_paper_re_run_alone_keeps_the_others_in_the_report(tmp_path, monkeypatch):
+    from controller.reproduce import report
+
+    def rows(paper: str, verdict: str) -> dict[str, list[dict]]:
+        return {paper: [{"id": "X1", "statement": "s", "setup": "", "source": "", "why": "", "explained": "",
+                         "note": "", "options": {}, "verdict": verdict}]}
+
+    monkeypatch.setattr(report, "_commit", lambda: "aaaaaaa")
+    report.write(tmp_path, "paper", {**rows("stan", "reproduced"), **rows("dps", "not testable")})
+    monkeypatch.setattr(report, "_commit", lambda: "bbbbbbb")
+    record = report.write(tmp_path, "paper", rows("stan", "not reproduced"))
+    assert list(record["papers"]) == ["stan", "dps"]
+    assert record["papers"]["dps"]["commit"] == "aaaaaaa" and record["papers"]["dps"]["counts"] == {"not testable": 1}
+    assert record["papers"]["stan"]["commit"] == "bbbbbbb" and record["papers"]["stan"]["counts"] == {"not reproduced": 1}
+    index = (tmp_path / "index.html").read_text()
+    assert "dps.html" in index and "aaaaaaa" in index and "bbbbbbb" in index
+    assert list(report.write(tmp_path, "quick", rows("stan", "reproduced"))["papers"]) == ["stan"]  # another scale: not kept
+
+
+@pytest.mark.parametrize("spreading, explained", [(2295.0, True), (2100.0, False)])
+def test_an_explanation_that_rests_on_a_measured_fact_holds_only_with_it(spreading, explained):
+    """F7: the plain mean misses 2,200; the explanation (events that spread reach it) stands only
+    where the runs show it, else the claim fails the command."""
+    from controller.reproduce import failures
+
+    [claim] = select(["F7"])["ferretti"]
+    metrics = {"receivers_mean": 2100.0, "receivers_mean_spreading": spreading}
+    row = judge(claim, "quick", {k: {"run_id": "r", "protocol_metrics": metrics} for k in needed([claim], "quick")})
+    assert row["verdict"] == "not reproduced" and row["ours"] == [2100.0, spreading]
+    assert bool(row["explained"]) is explained
+    assert failures({"papers": {"ferretti": {"claims": [row]}}}) == ([] if explained else ["F7"])

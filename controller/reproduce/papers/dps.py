@@ -8,7 +8,8 @@ from controller.reproduce.claims import Check, Claim, Expect, Run, load
 
 TABLE1 = "experiments/dps-table1.yaml"
 OPTIONS = {"traversal": "generic", "comm": "leader", "join_attr_policy": "random (the paper: arbitrary)",
-           "failure detection": "none needed (no failures)"}
+           "failure detection": "none needed (no failures)",
+           "tree location": "a seed node's directory (the paper: random walks; not built)"}
 
 
 def runs(workload: str) -> dict[str, tuple[Run, ...]]:

@@ -18,15 +18,30 @@ def per_seed(summaries: list[dict], key: str) -> list:
     return [s["protocol_metrics"][key] for s in summaries]
 
 
+def not_connected(summaries: list[dict]) -> list[int]:
+    """Over the seeds: final topic overlays not weakly connected, then not strongly connected."""
+    return [sum(m["final"] for m in per_seed(summaries, key))
+            for key in ("overlays_disconnected", "overlays_not_strongly_connected")]
+
+
+ORPHANS = ("the paper's criterion (one component of the undirected overlay) holds in every overlay of every seed; "
+           "with directed links some end not strongly connected, as when a member ends with no one linking to it "
+           "(Alg. 2's walks collect visited nodes and their views only, so it is never collected again) and misses "
+           "that topic's events: hit ratio below 1 in those seeds. With snoop: true no overlay lost strong connectivity in the seeds tried "
+           "(docs/results/stan.md)")
+
+
 CHECKS = {
     "S1": Check(RUNS, lambda s: all(per_seed(s, "lvs_constant")), Expect("true"), OPTIONS,
                 note="LVS unchanged on every node, every seed"),
     "S2": Check(RUNS, lambda s: mean_sd(per_seed(s, "pvs_reduction")), Expect("==", 0.4, tol=0.25), OPTIONS,
                 note="1 − FPVS/IPVS over the seeds (paper: 25 → about 15, −40%); the fall is the claim, our "
                      "start and end values differ from the paper's (about 27 → 19 on the same grid)"),
-    "S9": Check(RUNS, lambda s: sum(d["final"] for d in per_seed(s, "overlays_disconnected")), Expect("<=", 0),
-                OPTIONS, note="topic overlays in more than one weakly connected component at the end, over the seeds; "
-                              "a member no one links to (members_without_in_links) is counted apart"),
+    "S9": Check(RUNS, not_connected, Expect("all", [Expect("<=", 0), Expect("<=", 0)]), OPTIONS,
+                x=("weakly", "strongly"), x_label="overlays not connected, all seeds",
+                note="topic overlays (directed graphs of the final views) not weakly connected, then not strongly "
+                     "connected, summed over the seeds",
+                explained=lambda ours: ORPHANS if ours[0] == 0 else ""),
 }
 UNIVERSES = "experiments/stan-universes.yaml"
 SIZES = {"livejournal": (10000, {25: 1105, 50: 2004, 100: 2898, 200: 3474, 400: 4173, 800: 4936}),

@@ -15,11 +15,10 @@ subscribers nearest q's ring id on either side; q answers the same way for the r
 computing its reply before merging (spec: either order; this one never echoes the requester's
 own entries back).
 
-What goes when those candidates outnumber ``gossip_size`` (choice, ``selection``; the paper
-does not say): ``nearest_first`` (default) keeps each common ring's first successor and
-predecessor of q before any second one, ties at random, since they are the likeliest to be q's
-true neighbours (the paper: RINGS "trade[s] them for other subscribers of t of gradually
-closer ids"); ``random`` samples uniformly (the spec's choice).
+What goes when those candidates outnumber ``gossip_size`` (``selection``): ``random``
+(default) is the paper's rule (§5.1: "it randomly picks g_ring of them"); ``nearest_first``
+(this testbed's option) keeps each common ring's first successor and predecessor of q before
+any second one, ties at random, since they are the likeliest to be q's true neighbours.
 
 Removal of the partner (choice, ``removal``): the paper removes q from the view when the
 exchange starts and re-inserts it when q replies, so that dead neighbours are purged. In the
@@ -106,7 +105,7 @@ class Rings(ExchangeLayer):
 
     def __init__(self, *, ring_size: int, gossip_size: int, period_s: float, timeout_s: float, bits: TopicBits,
                  ids: RingIds, removal: str = "on_timeout", overlay: str = "vicinity",
-                 sampling: str = "cyclon", selection: str = "nearest_first") -> None:
+                 sampling: str = "cyclon", selection: str = "random") -> None:
         super().__init__(max_entries=gossip_size, timeout_s=timeout_s)
         self.ring_size, self.gossip_size, self.period_s = ring_size, gossip_size, period_s
         self.bits, self.ids, self.removal = bits, ids, removal
