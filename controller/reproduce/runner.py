@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -60,11 +60,14 @@ def execute(keys: list[RunKey], runs_dir: Path, workers: int | None = None, resu
     todo = [k for k in keys if summaries.get(k) is None]
     workers = workers or os.cpu_count() or 1
     console.print(f"reproduce: {len(todo)} runs ({len(keys) - len(todo)} kept), {workers} at a time -> {runs_dir}")
+    if not todo:
+        return summaries
+    spark = get_spark()
+    # Each run is analysed as soon as it ends, while the others still simulate: Spark's jobs on
+    # a small run wait on scheduling more than on the cores.
     with ThreadPoolExecutor(workers) as pool:
-        done = list(pool.map(lambda k: _run(k, runs_dir), todo))
-    if done:
-        spark = get_spark()
-        for key, run_dir in done:
+        for future in as_completed([pool.submit(_run, k, runs_dir) for k in todo]):
+            key, run_dir = future.result()
             summaries[key] = summarize(str(run_dir), spark) if run_dir is not None else None
     return summaries
 
@@ -86,7 +89,10 @@ def judge(claim: Claim, scale: Scale, summaries: dict[RunKey, dict | None]) -> d
     if invalid:  # the numbers describe an overloaded host, not the protocol (analysis/fidelity.py)
         return {**row, "verdict": "not reproduced", "runs": runs,
                 "why": f"not scored: fidelity.verdict is invalid for {', '.join(invalid)}"}
-    ours = check.metric([g for g in got if g is not None])
+    try:
+        ours = check.metric([g for g in got if g is not None])
+    except Exception as e:  # a check that breaks is this claim's failure, not the report's
+        return {**row, "verdict": "not reproduced", "runs": runs, "why": f"its check failed: {e!r}"}
     expect, x = check.at(scale)
     verdict: Verdict = expect.verdict(ours)
     return {**row, "verdict": verdict, "ours": ours, "paper": expect.paper(), "rule": expect.describe(),

@@ -2,7 +2,7 @@
 [--no-delay]``): it joins the peer at ADDR, publishes N events while its links hold every
 message for an hour (the longest delay SetLinkRules accepts), resets the rules, waits until what
 it held has gone, and prints its memory as JSON: live Python blocks and RSS (after malloc_trim),
-before and after. With --no-delay it publishes the same events without holding them: the
+before, while holding and after. With --no-delay it publishes the same events without holding them: the
 baseline a peer that held nothing ends at."""
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ async def main(mode: str, n: int, addr: str, traces: str, delay: bool) -> dict:
     if delay:  # on a loaded host, not every send has reached the hold yet
         await eventually(lambda: held(peer) >= n, 120)
     out["held"] = held(peer)
+    out["holding"] = memory()
     await peer.SetLinkRules(control_pb2.LinkRules(), None)
     out["gone"] = await eventually(lambda: not peer._tasks and not held(peer)
                                    and all(link.idle() for link in peer.peer_host.links.values()), 120)

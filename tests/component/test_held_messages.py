@@ -40,5 +40,10 @@ def test_a_peer_s_memory_returns_when_rules_that_held_30000_publishes_for_an_hou
     baseline = asyncio.run(run_peer(tmp_path, mode, "--no-delay"))
     assert held["held"] == PUBLISHES and held["stats"]["held_retimed"] == held["held"]
     assert held["gone"] and baseline["held"] == 0
+    # Live Python blocks are the exact measure: the held messages, their copies and timers are
+    # Python objects. RSS after malloc_trim also carries allocator arenas that the interleaving of
+    # held and freed objects leaves fragmented, and that varies with the host's load: stream
+    # 1.13x the baseline idle, 1.21x beside two CPU hogs (make test-busy), unary below its
+    # baseline. So RSS is bounded loosely, against a gross leak only.
     assert held["after"]["blocks"] <= 1.1 * baseline["after"]["blocks"], (held, baseline)
-    assert held["after"]["rss_mib"] <= 1.2 * baseline["after"]["rss_mib"], (held, baseline)
+    assert held["after"]["rss_mib"] <= 1.5 * baseline["after"]["rss_mib"], (held, baseline)

@@ -112,3 +112,33 @@ def test_an_explanation_that_rests_on_a_measured_fact_holds_only_with_it(spreadi
     assert row["verdict"] == "not reproduced" and row["ours"] == [2100.0, spreading]
     assert bool(row["explained"]) is explained
     assert failures({"papers": {"ferretti": {"claims": [row]}}}) == ([] if explained else ["F7"])
+
+
+def test_e5_phases_pool_the_rounds_published_in_each():
+    """P13: the miss ratio per phase of the E5 file, from the time series' rounds by when they
+    were published."""
+    from controller.reproduce.papers.poldercast import miss_by_phase
+
+    series = [{"t_s": t, "published": 1, "expected": 100, "delivered": 100 - miss} for t, miss in
+              ((1, 2), (5, 0), (30, 1), (85, 10), (99, 30), (120, 0))]
+    series.append({"t_s": 50, "published": 0, "expected": 0, "delivered": 0})
+    assert miss_by_phase([{"load": {"timeseries": series}}]) == pytest.approx([0.01, 0.01, 0.2, 0.0])
+
+
+def test_without_vicinity_slowdown_is_the_ratio_of_cycles_and_none_where_a_run_never_got_there():
+    from controller.reproduce.papers.poldercast import slowdown
+
+    def run(curve):
+        return {"protocol_metrics": {"ring_convergence": [{"cycle": c, "incomplete_rings_pct": p} for c, p in curve]}}
+
+    with_v = run([(10, 5.0), (20, 1.0), (30, 0.0)])
+    assert slowdown([with_v, run([(40, 2.0), (60, 0.5), (90, 0.0)])]) == [3.0, 3.0]
+    assert slowdown([with_v, run([(40, 2.0), (60, 0.5)])]) == [3.0, None]
+
+
+def test_rings_degree_slope_is_one_for_linear_growth_and_skips_thin_bins():
+    from controller.reproduce.papers.poldercast import rings_degree_slope
+
+    bins = [{"subscriptions_from": 2 ** k, "nodes": 10, "mean_rings_degree": 3 * 2 ** k} for k in range(6)]
+    bins.append({"subscriptions_from": 128, "nodes": 1, "mean_rings_degree": 1.0})
+    assert rings_degree_slope({"protocol_metrics": {"rings_degree_by_subscriptions": bins}}) == pytest.approx(1.0)

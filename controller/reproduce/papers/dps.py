@@ -44,7 +44,13 @@ CHECKS["R4"] = Check(ALL, lambda s: min(100 - x["protocol_metrics"]["contacted_p
                                    "the three workloads; the paper's: 86.44, 45.26, 82.85")
 CHECKS["R5"] = Check(ALL, lambda s: max(x["protocol_metrics"]["false_positive_pct"] for x in s), Expect("<=", 30),
                      OPTIONS, note="the largest false-positive share (% of the nodes) over the three workloads")
-NOT_TESTABLE = {"R14": "qualitative conclusions: the other claims' verdicts stand for them"}
+INSTANT = ("the paper detects failures by heartbeats every 10 to 25 steps; here the simulator reports a send to a "
+           "dead node at once and the copy is re-sent, so no crash costs a delivery and the delivered ratio cannot be "
+           "set beside the paper's (issue #54: heartbeat-only failure detection)")
+FIG3 = "Fig. 3(c)-(g) have no experiment file yet (issue #54)"
+NOT_TESTABLE = {"R14": "qualitative conclusions: the other claims' verdicts stand for them",
+                "R6": INSTANT, "R7": INSTANT, "R8": INSTANT,
+                "R9": FIG3, "R10": FIG3, "R11": FIG3, "R12": FIG3}
 
 
 def claims() -> list[Claim]:

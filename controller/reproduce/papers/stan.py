@@ -47,7 +47,7 @@ UNIVERSES = "experiments/stan-universes.yaml"
 SIZES = {"livejournal": (10000, {25: 1105, 50: 2004, 100: 2898, 200: 3474, 400: 4173, 800: 4936}),
          "wikipedia": (6000, {2: 3147, 4: 3568, 8: 4116, 16: 5153, 32: 5604, 64: 5781})}
 """Table 1's universes (𝓛1-𝓛8, 𝓦1-𝓦8) as the file's sweep builds them: seeds → nodes."""
-UNIVERSE_SEEDS = {"quick": {"livejournal": (25, 50, 100), "wikipedia": (2, 4, 8)},
+UNIVERSE_SEEDS = {"quick": {"livejournal": (25, 200, 800), "wikipedia": (2, 16, 64)},
                   "paper": {flavour: tuple(nodes) for flavour, (_, nodes) in SIZES.items()}}
 
 
@@ -89,7 +89,26 @@ CHECKS["S5"] = Check(UNIVERSE_RUNS, share_improved, Expect(">=", 0.5), OPTIONS, 
                                                "with, in the largest universe of each flavour run (paper: 𝓛8, 𝓦8)")
 CHECKS["S8"] = Check(UNIVERSE_RUNS, slope_ratio, Expect("==", [2.0, 2.0], tol=0.3), OPTIONS, x=("𝓛", "𝓦"),
                      x_label="universes", note="initial PVS slope ÷ final PVS slope against the universe's topic count "
-                                                "(quick: the three smallest universes of each flavour)")
+                                                "(quick: the smallest, a middle and the largest universe of each flavour)")
+
+
+def improved_by(summaries: list[dict], fall: float = 0.4) -> list[float]:
+    """In the largest universe of each flavour (𝓛, then 𝓦): the share of nodes whose PVS fell by
+    more than ``fall`` (Fig. 7)."""
+    return [statistics.fmean(p["fpvs"] < (1 - fall) * p["ipvs"] for p in runs[-1]["protocol_metrics"]["per_node"])
+            for runs in by_flavour(summaries).values()]
+
+
+LESS_CORRELATED = ("Wikipedia gains more than LiveJournal, as the paper says; the majority is not reached: StaN ends "
+                   "within 2.5% of the omniscient PVS in these universes (docs/results/stan.md), so what bounds the "
+                   "gain is the generated populations, whose subscriptions are less correlated than the paper's "
+                   "real dumps (not available offline)")
+CHECKS["S6"] = Check(UNIVERSE_RUNS, lambda s: [improved_by(s)[1], improved_by(s)],
+                     Expect("all", [Expect(">=", 0.5), Expect("increasing")]), OPTIONS,
+                     x=("𝓦 share", "𝓛 then 𝓦"), x_label="largest universe",
+                     note="share of the nodes whose PVS fell by more than 40%, in the largest 𝓦 universe (the "
+                          "paper: a majority), then 𝓛's and 𝓦's (the paper: 𝓦 more)",
+                     explained=lambda ours: LESS_CORRELATED if ours[1][1] > ours[1][0] else "")
 NOT_TESTABLE = {
     "S3": "needs a Splay/PlanetLab deployment to compare with", "S4": "needs a Splay/PlanetLab deployment",
     "S12": "a heat map read off a figure", "S13": "distribution shapes read off figures",
