@@ -114,6 +114,17 @@ def test_an_explanation_that_rests_on_a_measured_fact_holds_only_with_it(spreadi
     assert failures({"papers": {"ferretti": {"claims": [row]}}}) == ([] if explained else ["F7"])
 
 
+def test_a_check_that_breaks_fails_its_claim_and_not_the_report():
+    """P5 on a run whose analysis has no RINGS degrees: that claim is not reproduced, with the
+    error as why, and fails the command; the other claims are judged as usual."""
+    from controller.reproduce import failures
+
+    [claim] = select(["P5"])["poldercast"]
+    row = judge(claim, "quick", {k: {"run_id": "r", "protocol_metrics": {}} for k in needed([claim], "quick")})
+    assert row["verdict"] == "not reproduced" and "its check failed: KeyError" in row["why"]
+    assert failures({"papers": {"poldercast": {"claims": [row]}}}) == ["P5"]
+
+
 def test_e5_phases_pool_the_rounds_published_in_each():
     """P13: the miss ratio per phase of the E5 file, from the time series' rounds by when they
     were published."""
