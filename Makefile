@@ -21,7 +21,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 EXPERIMENT ?= experiments/quickstart.yaml
 BACKEND ?= local
 
-.PHONY: setup run test test-busy lint docs test-unit test-component native-verify reproduce reproduce-quick proto proto-check bench bench-sim bench-load bench-spans bench-peers bench-poldercast bench-spark bench-identity clean \
+.PHONY: setup run test test-busy lint docs test-unit test-component native-verify reproduce reproduce-quick proto proto-check bench bench-sim bench-load bench-spans bench-peers bench-poldercast bench-spark bench-spark-small bench-identity clean \
 	chart-schema chart-render chart-check image test-image \
 	cluster-build cluster-images cluster-up cluster-down test-cluster bench-cluster \
 	chaos-build chaos-up chaos-down bench-chaos-mesh
@@ -189,7 +189,7 @@ reproduce-quick: setup
 reproduce: setup
 	$(PY) -m controller.cli.main reproduce --scale paper --out docs/results/reproduce --runs runs/reproduce-paper --resume
 
-bench: bench-sim bench-load bench-spans bench-peers bench-poldercast bench-spark
+bench: bench-sim bench-load bench-spans bench-peers bench-poldercast bench-spark bench-spark-small
 
 bench-sim: setup
 	$(PY) bench/run.py
@@ -212,6 +212,9 @@ bench-poldercast: setup
 SPARK_BASELINE ?= c1804e3
 bench-spark: setup
 	$(PY) bench/spark.py --baseline $(SPARK_BASELINE)
+
+bench-spark-small: setup
+	$(PY) bench/spark_small.py
 
 # This tree against BASELINE (a commit): run digests and wall time side by side (refactors).
 BASELINE ?= HEAD~1

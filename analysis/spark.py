@@ -4,7 +4,9 @@
 Shuffle partitions: ``$OVERLAYLAB_SPARK_PARTITIONS`` or ``spark.sql.shuffle.partitions`` in
 ``conf`` if given, else sized to each run's traces (``size_partitions``): one per
 ``PARTITION_BYTES``, 1 to ``MAX_PARTITIONS`` (a run of a few thousand spans spent 12 s of its 60 s
-of analysis here on 8 partitions).
+of analysis here on 8 partitions). A run that fits one partition is also analysed without
+adaptive query execution and whole-stage code generation (``SMALL_INPUT``): with nothing to
+coalesce or skew, they cost planning and compilation on each of its ~50 jobs (bench/spark_small.py).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ PARTITIONS = "spark.sql.shuffle.partitions"
 AUTO_PARTITIONS = "overlaylab.partitions.auto"
 PARTITION_BYTES = 64 << 20
 MAX_PARTITIONS = 8
+SMALL_INPUT = {"spark.sql.adaptive.enabled": "false", "spark.sql.codegen.wholeStage": "false"}
+"""Settings for a run of one partition; Spark's defaults (both on) for larger runs."""
 
 
 def get_spark(app: str = "overlaylab", master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
@@ -48,4 +52,7 @@ def get_spark(app: str = "overlaylab", master: str | None = None, conf: dict[str
 def size_partitions(spark: SparkSession, input_bytes: int) -> None:
     """Shuffle partitions for an input of ``input_bytes``, unless the session was given a number."""
     if spark.conf.get(AUTO_PARTITIONS, "false") == "true":
-        spark.conf.set(PARTITIONS, str(min(MAX_PARTITIONS, max(1, math.ceil(input_bytes / PARTITION_BYTES)))))
+        n = min(MAX_PARTITIONS, max(1, math.ceil(input_bytes / PARTITION_BYTES)))
+        spark.conf.set(PARTITIONS, str(n))
+        for key, small in SMALL_INPUT.items():
+            spark.conf.set(key, small if n == 1 else "true")

@@ -78,7 +78,8 @@ def plot(row: dict, path: Path) -> bool:
         if paper and len(paper) == 1:
             ax.axhline(paper[0], color="C1", ls="--", label=f"paper: {row['rule']}")
     ax.set_title(row["id"])
-    ax.legend(fontsize=7)
+    if ax.get_legend_handles_labels()[1]:
+        ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=80)
     plt.close(fig)

@@ -305,12 +305,14 @@ def test_events_published_twice_or_received_before_publish_are_refused(spark):
 
 
 def test_shuffle_partitions_follow_the_traces_size_unless_set(spark):
-    from analysis.spark import AUTO_PARTITIONS, PARTITION_BYTES, PARTITIONS, size_partitions
+    from analysis.spark import AUTO_PARTITIONS, PARTITION_BYTES, PARTITIONS, SMALL_INPUT, size_partitions
 
     try:
         for size, want in ((0, "1"), (PARTITION_BYTES, "1"), (PARTITION_BYTES + 1, "2"), (100 * PARTITION_BYTES, "8")):
             size_partitions(spark, size)
             assert spark.conf.get(PARTITIONS) == want, size
+            # one partition: no adaptive execution, no whole-stage codegen; Spark's defaults above it
+            assert {k: spark.conf.get(k) for k in SMALL_INPUT} == (SMALL_INPUT if want == "1" else dict.fromkeys(SMALL_INPUT, "true"))
         spark.conf.set(AUTO_PARTITIONS, "false")  # a session given its number keeps it
         spark.conf.set(PARTITIONS, "5")
         size_partitions(spark, 0)
