@@ -99,7 +99,8 @@ class _SimRun:
         self.spans = SpanColumns(sink=self._write_spans)
         self.sim = Simulation(seed=exp.seed, links=link_model_for_sim(self.plan.network, exp.seed),
                               wire_codec=exp.sim.wire_codec, spans=self.spans, validate=exp.sim.check_invariants,
-                              engine="python" if exp.sim.engine == "check" else exp.sim.engine, unverified_ok=check_twin)
+                              engine="python" if exp.sim.engine == "check" else exp.sim.engine, unverified_ok=check_twin,
+                              failure_detection=exp.sim.failure_detection)
         self.timeline = Timeline(rd)
         self.snapshots = Snapshots(rd)
         self.alive: set[int] = set()

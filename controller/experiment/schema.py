@@ -84,6 +84,12 @@ class Sim(Strict):
     with it every ``check_every_s``, failing with the first differing step, node and state
     (docs/architecture.md, "The compiled loops")."""
     check_every_s: PositiveFloat = 5.0
+    failure_detection: Literal["oracle", "heartbeat"] = "oracle"
+    """How a sender learns that a peer is dead. ``oracle``: a send to a dead peer is handed back
+    to the sender's ``on_send_failed`` at once (as a real transport's refused connection is);
+    ``heartbeat``: the copy is lost silently, and only the protocol's own probes and timeouts
+    reveal the death (as in the DPS paper's simulator, where failures are detected by
+    heartbeats between neighbours). The compiled loops run ``oracle`` only."""
     """``engine: check``: virtual seconds between two comparisons of the two runs."""
     variants: list[dict[str, Any]] = []
     """Dissemination settings to compare on one overlay (e.g. the paper's E3 sweep of fanout and

@@ -97,6 +97,7 @@ class Simulation:
         validate: bool = False,
         engine: str = "python",
         unverified_ok: bool = False,
+        failure_detection: str = "oracle",
     ) -> None:
         self.now = 0.0
         self.nodes: dict[int, Stack] = {}
@@ -125,6 +126,11 @@ class Simulation:
         start: ``auto`` where it can, ``native`` the same but an error where it cannot; ``python``
         never."""
         self.unverified_ok = unverified_ok
+        if failure_detection not in ("oracle", "heartbeat"):
+            raise ValueError(f"failure_detection must be oracle or heartbeat, not {failure_detection!r}")
+        self.failure_detection = failure_detection
+        """``oracle``: a send to a dead peer goes back to the sender's ``on_send_failed``;
+        ``heartbeat``: it is lost silently (only the protocol's own probes can tell)."""
         """A compiled loop may run whatever Python code it was verified against (the divergence
         check's own run: what it checks is whether the loop still matches)."""
         self.native_steps = 0
@@ -350,7 +356,7 @@ class Simulation:
     def _deliver(self, src: int, dst: int, msg, parent_span: str | None) -> None:
         if dst not in self.alive:
             self.stats[src][LOST_TO_DEAD_PEER] += 1
-            if src in self.alive:  # the sender's transport sees the peer gone
+            if src in self.alive and self.failure_detection == "oracle":  # the sender's transport sees the peer gone
                 self._execute(src, self.nodes[src].on_send_failed(dst, msg, self.now), parent_span)
             return
         core = self.nodes[dst]

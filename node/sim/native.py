@@ -127,6 +127,8 @@ def _unsupported_simulation(sim: Simulation) -> str | None:
         return "sim.wire_codec is on"
     if sim.validate:
         return "sim.check_invariants is on"
+    if sim.failure_detection != "oracle":
+        return f"sim.failure_detection is {sim.failure_detection} (the loops were verified with oracle detection)"
     links = sim.links
     if links.partitions or links.bandwidth_kbps or any(rule.nodes for rule in links.rules):
         return "the link model has a partition, a bandwidth or a per-node rule"

@@ -19,10 +19,10 @@ from tests.helpers import spans
 DOWN = 0  # a find's direction on the wire: Literal["down", "up"], by index
 
 
-def network(subs: list[list[str]], *, traversal="root", seed=1, stagger_s=0.0, **params) -> Simulation:
+def network(subs: list[list[str]], *, traversal="root", seed=1, stagger_s=0.0, detection="oracle", **params) -> Simulation:
     """Node 0 is every node's seed (``nodes.contacts: seed``); node i starts at i * stagger_s."""
     cfg = DpsConfig(traversal=traversal, **params)
-    sim = Simulation(seed=seed, link_rules=[LinkRule(delay_ms=5)], validate=True, wire_codec=True)
+    sim = Simulation(seed=seed, link_rules=[LinkRule(delay_ms=5)], validate=True, wire_codec=True, failure_detection=detection)
     rng = random.Random(seed)
     n = len(subs)
     for i in range(n):
@@ -345,6 +345,36 @@ def test_a_co_leader_takes_over_a_crashed_leader_and_its_members_keep_receiving(
     late = [e for e, who in got.items() if who >= members]
     assert len(late) >= 8  # at most the events published before the crash was detected miss someone
     assert sim.nodes[new].layers[LAYER].counts["takeovers"] >= 1
+
+
+@pytest.mark.parametrize("detection", ["oracle", "heartbeat"])
+def test_under_heartbeat_detection_a_copy_sent_to_a_crashed_leader_is_lost_until_a_probe_round_finds_it(detection):
+    sim = network([[], *[["?a>2"]] * 5, *[["?a>5"]] * 4, []], stagger_s=0.3, detection=detection)
+    sim.run_until(10)
+    old, g = led_group(sim, "num[6,+inf)")  # a child group: its parent's leader routes to it
+    members, publisher = set(g.members) - {old}, 10
+    sim.stop_node(old)
+    publish_each(sim, 10.05, [(publisher, format_event({"a": 9}))])  # right after the crash (sent at its next tick)
+    sim.run_until(11.5)
+    [first] = delivered_to(sim, 10).values()
+    assert first >= {1, 2, 3, 4, 5}  # the parent group got it
+    suspected = {i: core.layers[LAYER].suspected.get(old) for i, core in sim.nodes.items() if i in sim.alive}
+    if detection == "oracle":  # the failed send reveals the crash at once; the copy goes to the co-leader
+        assert first >= members
+        assert any(t is not None for t in suspected.values())
+        return
+    assert not first & members  # lost with the leader, nobody told
+    assert all(t is None for t in suspected.values())
+    assert sum(sim.stats[i]["lost_to_dead_peer"] for i in sim.alive) >= 1
+    sim.run_until(30)  # probes every 10-25 steps of 0.2 s: a prober misses an answer and suspects
+    when = [core.layers[LAYER].suspected[old] for i, core in sim.nodes.items()
+            if i in sim.alive and old in core.layers[LAYER].suspected]
+    assert when and min(when) >= 10 + DpsConfig().fd_min_steps * DpsConfig().step_s - 0.5
+    new, _ = led_group(sim, "num[6,+inf)")
+    assert new == g.ref.backups[0].node_id
+    publish_each(sim, 30, [(publisher, format_event({"a": 9}))])
+    sim.run_until(32)
+    assert any(who >= members for who in delivered_to(sim, 30).values())
 
 
 def test_a_whole_group_lost_in_the_middle_of_the_tree_is_bridged_and_its_child_still_served():

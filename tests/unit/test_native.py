@@ -132,6 +132,8 @@ def test_engine_native_names_what_it_cannot_run(tmp_path):
         run(tmp_path, "native", sim={"wire_codec": True})
     with pytest.raises(RuntimeError, match="neither a CYCLON nor a PolderCast node"):
         run(tmp_path, "native", protocol={"name": "spidercast"})
+    with pytest.raises(RuntimeError, match="sim.failure_detection is heartbeat"):
+        run(tmp_path, "native", sim={"wire_codec": False, "failure_detection": "heartbeat"})
 
 
 # --- the PolderCast loop -------------------------------------------------------------------------

@@ -39,6 +39,10 @@ class DpsConfig:
     fd_min_steps: int = 10
     fd_max_steps: int = 25
     """Failure-detection probes every U[fd_min_steps, fd_max_steps] steps, redrawn (spec T_fd)."""
+    probe_misses: int = 1
+    """A node probed this many rounds running without a word from it in between is suspected
+    (choice: the paper's heartbeats name no threshold; 0 = probes are one-way, only a failed
+    send reveals a death, which needs ``sim.failure_detection: oracle``)."""
     silence_steps: int = 50
     """A member that heard nothing from its group this long probes its leader (spec T_silence)."""
     comm: Literal["leader", "epidemic"] = "leader"
@@ -81,8 +85,9 @@ class DpsConfig:
                                     self.fd_min_steps, self.silence_steps, self.fanout, self.next_fanout,
                                     self.sub_fanout, self.max_forwards, self.view_size, self.group_contacts,
                                     self.root_replicas) < 1 \
-                or min(self.co_leaders, self.repair_window_steps, self.seed_backups) < 0 or not 0 < self.p0 <= 1:
-            raise ValueError("step_ms must be positive, p0 in (0, 1], co_leaders, repair_window_steps and seed_backups at least 0 "
+                or min(self.co_leaders, self.repair_window_steps, self.seed_backups, self.probe_misses) < 0 or not 0 < self.p0 <= 1:
+            raise ValueError("step_ms must be positive, p0 in (0, 1], co_leaders, repair_window_steps, seed_backups and probe_misses "
+                             "at least 0 "
                              "and every other count and timeout at least 1")
         if self.fd_max_steps < self.fd_min_steps:
             raise ValueError("fd_max_steps must be at least fd_min_steps")

@@ -49,10 +49,15 @@ the dead seed gave that was not announced yet may be given again).
 Self-healing (§4.7.1): each group's leader keeps ``co_leaders`` co-leaders (its earliest
 members; a root group without members takes its children's leaders and co-leaders as routers)
 and sends them its state after every change (SYNC). Failures are detected by failed sends (the
-transport's, as gRPC's UNAVAILABLE; spec §4.1): leaders probe their co-leaders and the leaders
+transport's, as gRPC's UNAVAILABLE; spec §4.1; in the simulator only under
+``sim.failure_detection: oracle``) and by probes left unanswered (``probe_misses``, the paper's
+heartbeats): leaders probe their co-leaders and the leaders
 of the neighbouring groups every U[``fd_min_steps``, ``fd_max_steps``] steps (the answers carry
 the parent's parent and the children's children, the distance-2 entries), co-leaders probe their
-leader, and a member that heard nothing from its group for ``silence_steps`` probes its leader.
+leader, a member that heard nothing from its group for ``silence_steps`` probes its leader, and
+a publisher probes the root's leader of each tree it published into from outside since its last
+round (choice: such a publisher is nobody's neighbour, and would otherwise send into a dead root
+for ever).
 A dead leader is replaced by its first live co-leader with the next epoch (a neighbour that
 finds it dead tells the co-leader, then sends it what it could not deliver); the new leader
 announces itself to the members and neighbouring groups (and, for a root, to the seed as the
@@ -84,8 +89,10 @@ retried from the start, for ever: retries are counted); ``create_timeout_steps``
 ``tree_contacts``; ``co_leaders``, ``fd_min_steps``, ``fd_max_steps``, ``silence_steps``;
 ``seed_backups``; ``repair_window_steps``. Group
 creation order (the ``decide`` tie-break) is (creation time in ms, creator id). A leader that
-unsubscribes stays the group's leader as a relay. Probes are one-way: a probe that the
-transport delivers is an answer enough (no PONG timeout), which holds for crash-stop failures.
+unsubscribes stays the group's leader as a relay. A node probed ``probe_misses`` (1)
+rounds running without a word from it in between (any message counts) is suspected, as a failed
+send makes it: with ``sim.failure_detection: heartbeat`` (the paper's setting, sends to the dead
+lost silently) that is the only way a death is found.
 
 Not yet built (so not in the config): leave handoff and dissolving an emptied group,
 duplicate-group merges (leader-based, duplicates cannot arise without concurrent creation at
@@ -180,6 +187,11 @@ class Dps(Layer):
         self.locating: dict[str, int] = {}
         self.suspected: dict[NodeId, float] = {}
         """Nodes a send to failed, and when (crash-stop: not chosen again for ``suspect_steps``)."""
+        self.unanswered: dict[NodeId, int] = {}
+        """Probe rounds that probed a node since it was last heard from (``probe_misses``)."""
+        self.published_into: set[str] = set()
+        """Trees this node sent a publication into at their root since its last probe round: the
+        root's leader is probed too (a publisher outside a tree is nobody's neighbour there)."""
         self.next_probe = 0.0
         self.epidemic = config.comm == "epidemic"
         self.rumors: OrderedDict[str, int] = OrderedDict()
@@ -337,6 +349,7 @@ class Dps(Layer):
     def on_message(self, src: NodeId, msg: Message, now: float) -> list[Action]:
         if not isinstance(msg, Signal) or msg.layer != LAYER:
             raise RemoteProtocolError(f"dps takes its own signals, not {type(msg).__name__}")
+        self.unanswered.pop(src, None)  # any word is a heartbeat
         return self._handle(from_signal(msg), now)
 
     def _handle(self, msg: Any, now: float) -> list[Action]:
@@ -778,25 +791,47 @@ class Dps(Layer):
         its children, the parent for its parent); co-leaders probe their leader; a member that
         has heard nothing for ``silence_steps`` probes its leader. A probe that cannot be sent
         is a suspicion (``on_send_failed``)."""
+        out = self._silent(now)
+        for tree in sorted(self.published_into):
+            owner = self.owners.get(tree)
+            if owner is not None and owner.node_id != self.stack.node_id:
+                out += self._ping(owner, Ping(self.me, "", False, ()), now)
+        self.published_into.clear()
         if self.epidemic:
-            return self._gossip_views(now)
-        out: list[Action] = []
+            return out + self._gossip_views(now)
         silence = self.config.silence_steps * self.config.step_s
         for m in list(self.groups.values()):
             if self.leads(m):
                 if len(m.ref.backups) < self.config.co_leaders:
                     out += self._changed(m, now)
                 for d in m.ref.backups:
-                    out += self._send(d, Ping(self.me, m.gid, False, ()), now)
+                    out += self._ping(d, Ping(self.me, m.gid, False, ()), now)
                 if m.parent is not None:
-                    out += self._send(m.parent.leader, Ping(self.me, m.parent.gid, False, (m.gid,)), now)
+                    out += self._ping(m.parent.leader, Ping(self.me, m.parent.gid, False, (m.gid,)), now)
                 elif not isinstance(m.ref.label, Top):
                     out += self._reattach(m, now)
                 for c in m.children.values():
-                    out += self._send(c.leader, Ping(self.me, c.gid, True, ()), now)
+                    out += self._ping(c.leader, Ping(self.me, c.gid, True, ()), now)
             elif self.backs(m) or now - m.heard >= silence:
                 m.heard = max(m.heard, now - silence / 2)
-                out += self._send(m.ref.leader, Ping(self.me, m.gid, False, ()), now)
+                out += self._ping(m.ref.leader, Ping(self.me, m.gid, False, ()), now)
+        return out
+
+    def _ping(self, dst: Descriptor, msg: Ping | Shuffle, now: float) -> list[Action]:
+        """A message that asks for an answer (a probe, a shuffle), counted until ``dst`` is
+        heard from (``_silent``)."""
+        if dst.node_id != self.stack.node_id:
+            self.unanswered[dst.node_id] = self.unanswered.get(dst.node_id, 0) + 1
+        return self._send(dst, msg, now)
+
+    def _silent(self, now: float) -> list[Action]:
+        """Heartbeat detection: the nodes probed ``probe_misses`` rounds running without a word
+        back are suspected, as a failed send would make them."""
+        misses = self.config.probe_misses
+        silent = sorted(n for n, k in self.unanswered.items() if misses and k >= misses)
+        out: list[Action] = []
+        for dead in silent:
+            out += self.suspect(dead, now)
         return out
 
     def _on_ping(self, msg: Ping, now: float) -> list[Action]:
@@ -815,7 +850,8 @@ class Dps(Layer):
     def _on_pong(self, msg: Pong, now: float) -> list[Action]:
         gid, child, state = msg.gid, msg.child, msg.state
         if state is None:
-            self.counts["stale"] += 1
+            if gid:  # a publisher's probe of a root names no group
+                self.counts["stale"] += 1
             return []
         ref, parent, children, listed = state.group.ref(), ref_or_none(state.parent), [c.ref() for c in state.children], state.listed
         out = self._learn(ref, now)
@@ -843,6 +879,7 @@ class Dps(Layer):
         if self._alive(dead, now):
             self.counts["suspected"] += 1
         self.suspected[dead] = now
+        self.unanswered.pop(dead, None)
         out = self._seed_lost(now) if self.seed is not None and self.seed.node_id == dead else []
         if self.epidemic:
             return out + self._suspect_epidemic(dead, now)
@@ -995,13 +1032,13 @@ class Dps(Layer):
             if m.members:
                 partner = self.rng.choice(sorted(m.members.values(), key=lambda d: d.node_id))
                 sample = (self.me, *self._sample(m, self.config.view_size // 2 - 1))
-                out += self._send(partner, self.route.digest(m, now, False, sample), now)
+                out += self._ping(partner, self.route.digest(m, now, False, sample), now)
             if m.parent is not None:
-                out += self._send(self.pick(m.parent), Ping(self.me, m.parent.gid, False, (m.gid,)), now)
+                out += self._ping(self.pick(m.parent), Ping(self.me, m.parent.gid, False, (m.gid,)), now)
             elif not isinstance(m.ref.label, Top):
                 out += self._reattach(m, now)
             for c in list(m.children.values()):
-                out += self._send(self.pick(c), Ping(self.me, c.gid, True, ()), now)
+                out += self._ping(self.pick(c), Ping(self.me, c.gid, True, ()), now)
             if isinstance(m.ref.label, Top) and len(m.members) < self.config.root_replicas - 1:
                 pool = {d.node_id: d for c in m.children.values() for d in c.contacts
                         if d.node_id != self.stack.node_id and d.node_id not in m.members and self._alive(d.node_id, now)}

@@ -24,6 +24,7 @@ class GroupState(Protocol):
     groups: dict[str, Membership]
     held: dict[str, list[EventMsg]]
     owners: dict[str, Descriptor]
+    published_into: set[str]
     rng: random.Random
     subs: dict[str, PendingSub]
 
@@ -96,6 +97,7 @@ class DpsRoute(Dissemination):
             if self.config.traversal == "root" or not mine:
                 root = layer.owners[tree]
                 out[root.node_id] = root
+                layer.published_into.add(tree)
                 for m in mine:  # the root's copy would come back to a group led here as a duplicate
                     if layer.leads(m):
                         out.update((d.node_id, d) for d in self._route(m, v, event, True, None, seen))
@@ -298,4 +300,5 @@ class DpsRoute(Dissemination):
     def send_into(self, tree: str, event: EventMsg, now: float) -> list[Action]:
         """A held event sent into a tree once it is located (at its root)."""
         root = self.layer.owners[tree]
+        self.layer.published_into.add(tree)
         return self.stack.send_copies(event, [root] if root.node_id != self.stack.node_id else [])
