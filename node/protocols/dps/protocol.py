@@ -188,7 +188,8 @@ class Dps(Layer):
         self.suspected: dict[NodeId, float] = {}
         """Nodes a send to failed, and when (crash-stop: not chosen again for ``suspect_steps``)."""
         self.unanswered: dict[NodeId, int] = {}
-        """Probe rounds that probed a node since it was last heard from (``probe_misses``)."""
+        """The probe round of the first probe a node has not answered yet (``probe_misses``)."""
+        self.rounds = 0
         self.published_into: set[str] = set()
         """Trees this node sent a publication into at their root since its last probe round: the
         root's leader is probed too (a publisher outside a tree is nobody's neighbour there)."""
@@ -821,14 +822,15 @@ class Dps(Layer):
         """A message that asks for an answer (a probe, a shuffle), counted until ``dst`` is
         heard from (``_silent``)."""
         if dst.node_id != self.stack.node_id:
-            self.unanswered[dst.node_id] = self.unanswered.get(dst.node_id, 0) + 1
+            self.unanswered.setdefault(dst.node_id, self.rounds)
         return self._send(dst, msg, now)
 
     def _silent(self, now: float) -> list[Action]:
         """Heartbeat detection: the nodes probed ``probe_misses`` rounds running without a word
         back are suspected, as a failed send would make them."""
+        self.rounds += 1
         misses = self.config.probe_misses
-        silent = sorted(n for n, k in self.unanswered.items() if misses and k >= misses)
+        silent = sorted(n for n, first in self.unanswered.items() if misses and self.rounds - first >= misses)
         out: list[Action] = []
         for dead in silent:
             out += self.suspect(dead, now)
