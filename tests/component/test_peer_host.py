@@ -10,6 +10,7 @@ import threading
 import time
 
 from node._gen.overlaylab.v1 import control_pb2
+from node.kit.interpret import EVENTS_RECEIVED
 from node.kit.types import Gossip
 from node.protocols.cyclon.layer import CyclonConfig
 from node.protocols.gossip.protocol import GossipConfig
@@ -36,7 +37,9 @@ async def two_hosts(tmp_path) -> dict:
     async with running(shells) as control:
         for _ in range(EVENTS):
             await control[0].Publish(control_pb2.PublishRequest(topic="a", payload=b"x"), timeout=5)
-        await eventually(lambda: all(len(s.core.seen) == EVENTS for s in shells))
+        # Flooding the complete graph of 6: the publisher sends each event to 5, each of them to the other 4.
+        # Wait for every copy, not only the first at each peer, before reading the counters.
+        await eventually(lambda: sum(s.stats[EVENTS_RECEIVED] for s in shells) == EVENTS * (5 + 5 * 4))
         stats = [control_pb2.Stats.FromString((await ctl.GetStats(control_pb2.Empty(), timeout=5)).SerializeToString())
                  for ctl in control]
         for ctl in control:
