@@ -410,6 +410,30 @@ def test_a_router_takes_over_a_crashed_owner_and_publishers_find_the_root_again(
     assert sim.nodes[0].layers[LAYER].directory["a:int"].node_id == new  # the seed knows the new owner
 
 
+@pytest.mark.parametrize("ttl_steps, found", [(DpsConfig().owner_ttl_steps, True), (10**6, False)])
+def test_under_heartbeat_detection_a_member_far_from_the_root_locates_it_again_before_publishing(ttl_steps, found):
+    """Nobody tells a member deep in the tree that the root's leader changed: its entry, unheard
+    of for ``owner_ttl_steps``, is located again at the seed, which the new owner told; trusted
+    for ever, the publication goes to the dead owner and is lost."""
+    sim = network([[], ["?a>2"], ["?a>2"], ["?a>5"], ["?a<50"], ["?a>5"]], stagger_s=0.5, detection="heartbeat",
+                  owner_ttl_steps=ttl_steps)
+    sim.run_until(10)
+    owner, root = led_group(sim, "top")
+    publisher = 5  # a member of a>5, below a>2: neither in the root group nor next to it
+    layer = sim.nodes[publisher].layers[LAYER]
+    assert layer.owners["a:int"].node_id == owner and led_group(sim, "num[6,+inf)")[0] not in (owner, publisher)
+    sim.stop_node(owner)
+    sim.run_until(40)  # the root's router took over and told the seed (probe rounds of 10-25 steps)
+    new, _ = led_group(sim, "top")
+    assert new == root.ref.backups[0].node_id and sim.nodes[0].layers[LAYER].directory["a:int"].node_id == new
+    publish_each(sim, 40, [(publisher, format_event({"a": 7}))])
+    sim.run_until(45)
+    got = delivered_to(sim, 40)
+    want = {2, 3, 4} - {owner}
+    assert any(who >= want for who in got.values()) is found
+    assert (layer.counts["relocated"] >= 1) is found
+
+
 @pytest.mark.parametrize("comm", ["leader", "epidemic"])
 def test_with_backup_seeds_a_new_tree_is_created_and_found_after_the_seed_crashed(comm):
     """Node 0, every node's seed, crashes; then node 4 subscribes on a new attribute and node 3

@@ -43,6 +43,11 @@ class DpsConfig:
     """A node probed this many rounds running without a word from it in between is suspected
     (choice: the paper's heartbeats name no threshold; 0 = probes are one-way, only a failed
     send reveals a death, which needs ``sim.failure_detection: oracle``)."""
+    owner_ttl_steps: int = 25
+    """A tree's root leader this node has had no word of for this long is located again at the
+    seed before a publication or FIND_GROUP goes to it (spec §4.4.2 step 1 locates the tree for
+    each publication; choice: an entry heard of within one failure-detection period is trusted,
+    as a neighbour is; 0 = located every time)."""
     silence_steps: int = 50
     """A member that heard nothing from its group this long probes its leader (spec T_silence)."""
     comm: Literal["leader", "epidemic"] = "leader"
@@ -85,8 +90,9 @@ class DpsConfig:
                                     self.fd_min_steps, self.silence_steps, self.fanout, self.next_fanout,
                                     self.sub_fanout, self.max_forwards, self.view_size, self.group_contacts,
                                     self.root_replicas) < 1 \
-                or min(self.co_leaders, self.repair_window_steps, self.seed_backups, self.probe_misses) < 0 or not 0 < self.p0 <= 1:
-            raise ValueError("step_ms must be positive, p0 in (0, 1], co_leaders, repair_window_steps, seed_backups and probe_misses "
+                or min(self.co_leaders, self.repair_window_steps, self.seed_backups, self.probe_misses, self.owner_ttl_steps) < 0 or not 0 < self.p0 <= 1:
+            raise ValueError("step_ms must be positive, p0 in (0, 1], co_leaders, repair_window_steps, seed_backups, probe_misses "
+                             "and owner_ttl_steps "
                              "at least 0 "
                              "and every other count and timeout at least 1")
         if self.fd_max_steps < self.fd_min_steps:

@@ -41,6 +41,9 @@ recent subscribers of the tree, or, for a subscriber when there is no tree, gran
 creation (and tells any other asker to retry after ``locate_retry_steps`` until the owner's
 announcement comes); a publisher of an attribute without a tree drops the event
 (``pub_tree_missing``). The seed serialises tree creation, so trees are never duplicated.
+The tree's root leader, once known, is trusted for ``owner_ttl_steps`` after the last word of
+it; a publication or FIND_GROUP for the root after that locates the tree again first (the spec
+locates per publication; nothing tells a node far from the root that its leader changed).
 With ``seed_backups`` (ours, 0 by default) every node greets the seed once; the seed copies its
 directory to the first ``seed_backups`` nodes it heard from and names them to every node; a node
 whose send to the seed fails turns to the first live backup, which serves from then on (a grant
@@ -112,6 +115,7 @@ label is properly contained in its group's label (the safety invariant pruning r
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
@@ -179,6 +183,8 @@ class Dps(Layer):
         self.seed: Descriptor | None = None
         self.owners: dict[str, Descriptor] = {}
         """Per tree, its root's leader as this node knows it."""
+        self.owner_heard: dict[str, float] = {}
+        """Per tree, when this node last had word of its root's leader (``owner_ttl_steps``)."""
         self.contacts: dict[str, list[Descriptor]] = {}
         self.groups: dict[str, Membership] = {}
         self.subs: dict[str, PendingSub] = {}
@@ -212,7 +218,7 @@ class Dps(Layer):
         self._req = 0
         self._seq = 0
         self.counts = dict.fromkeys(("retries", "pub_tree_missing", "stale", "buffered", "suspected", "takeovers",
-                                     "promoted", "reattached", "adopted", "resubscribed", "repaired"), 0)
+                                     "promoted", "reattached", "adopted", "resubscribed", "repaired", "relocated"), 0)
         self.route: DpsRoute  # the stack's rule, set by ``build``: where held and buffered events go
 
     @property
@@ -310,20 +316,36 @@ class Dps(Layer):
 
     def _start(self, text: str, p: PendingSub, now: float) -> list[Action]:
         p.since, p.req = now, self._next_req()
-        if p.tree not in self.owners:
+        entry = self._entry(p.tree, now)
+        if entry is None:
             p.state = "locate"
             return self.locate(p.tree, now, create=True)
         p.state = "find"
-        return self._send(self._entry(p.tree), Find(self.me, p.tree, text, "", self.me, p.req, "up"), now)
+        return self._send(entry, Find(self.me, p.tree, text, "", self.me, p.req, "up"), now)
 
-    def _entry(self, tree: str) -> Descriptor:
-        """Where a FIND_GROUP starts: the root's leader, or (generic) a random tree contact."""
+    def _entry(self, tree: str, now: float) -> Descriptor | None:
+        """Where a FIND_GROUP starts: the root's leader, or (generic) a random tree contact; None
+        when the tree is to be located first."""
+        if tree not in self.owners:
+            return None
         if self.config.traversal == "generic":
             mine = [m.ref.leader for m in self.groups.values() if m.tree == tree]
             pool = mine or self.contacts.get(tree, [])
             if pool:
                 return self.rng.choice(pool)
-        return self.owners[tree]
+        return self.fresh_owner(tree, now)
+
+    def fresh_owner(self, tree: str, now: float) -> Descriptor | None:
+        """The root's leader of ``tree`` if this node had word of it within ``owner_ttl_steps``
+        (or is in the root group itself); else None, its entry dropped to be located again."""
+        owner = self.owners.get(tree)
+        if owner is None or owner.node_id == self.stack.node_id \
+                or now - self.owner_heard.get(tree, -math.inf) <= self.config.owner_ttl_steps * self.config.step_s \
+                or any(m.tree == tree and isinstance(m.ref.label, Top) for m in self.groups.values()):
+            return owner
+        del self.owners[tree]
+        self.counts["relocated"] += 1
+        return None
 
     def _leave(self, text: str, now: float) -> list[Action]:
         p = self.subs.pop(text)
@@ -351,6 +373,9 @@ class Dps(Layer):
         if not isinstance(msg, Signal) or msg.layer != LAYER:
             raise RemoteProtocolError(f"dps takes its own signals, not {type(msg).__name__}")
         self.unanswered.pop(src, None)  # any word is a heartbeat
+        for tree, owner in self.owners.items():
+            if owner.node_id == src:
+                self.owner_heard[tree] = now
         return self._handle(from_signal(msg), now)
 
     def _handle(self, msg: Any, now: float) -> list[Action]:
@@ -385,7 +410,7 @@ class Dps(Layer):
         del self.locating[tree]
         if not self._alive(msg.owner.node_id, now):
             return []  # the seed has not heard of the takeover yet: asked again at the next tick
-        self.owners[tree] = msg.owner
+        self.owners[tree], self.owner_heard[tree] = msg.owner, now
         self.contacts[tree] = list(msg.contacts)
         return self._tree_known(tree, now)
 
@@ -566,7 +591,11 @@ class Dps(Layer):
         if p is None:
             return []
         p.req = self._next_req()  # from the root this time
-        return self._send(self.owners[p.tree], Find(self.me, p.tree, msg.text, "", self.me, p.req, "down"), now)
+        owner = self.fresh_owner(p.tree, now)
+        if owner is None:
+            p.state = "locate"
+            return self.locate(p.tree, now, create=True)
+        return self._send(owner, Find(self.me, p.tree, msg.text, "", self.me, p.req, "down"), now)
 
     def _on_subscribe_to(self, msg: SubscribeTo, now: float) -> list[Action]:
         text, req, group = msg.text, msg.req, msg.group.ref()
@@ -766,7 +795,7 @@ class Dps(Layer):
                 if was_leading and not self.leads(m):  # a takeover while this node was thought gone
                     out += self._changed_hands(m)
                 if isinstance(m.ref.label, Top):
-                    self.owners[m.tree] = ref.leader
+                    self.owners[m.tree], self.owner_heard[m.tree] = ref.leader, now
             changed = False
             if m.parent is not None and m.parent.gid == ref.gid and ref.epoch >= m.parent.epoch and m.parent.contacts != ref.contacts:
                 m.parent = GroupRef(ref.gid, m.parent.label, m.parent.seq, ref.leader, ref.backups, ref.epoch)

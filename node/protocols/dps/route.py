@@ -34,6 +34,7 @@ class GroupState(Protocol):
     def led(self, gid: str) -> Membership | None: ...
     def pick(self, r: GroupRef) -> Descriptor: ...
     def locate(self, tree: str, now: float, create: bool) -> list[Action]: ...
+    def fresh_owner(self, tree: str, now: float) -> Descriptor | None: ...
     def suspect(self, dead: NodeId, now: float) -> list[Action]: ...
 
 
@@ -95,7 +96,10 @@ class DpsRoute(Dissemination):
                 layer.held.setdefault(tree, []).append(event)
                 continue
             if self.config.traversal == "root" or not mine:
-                root = layer.owners[tree]
+                root = layer.fresh_owner(tree, self.stack.now)
+                if root is None:  # located again first (its held events go at the answer)
+                    layer.held.setdefault(tree, []).append(event)
+                    continue
                 out[root.node_id] = root
                 layer.published_into.add(tree)
                 for m in mine:  # the root's copy would come back to a group led here as a duplicate
