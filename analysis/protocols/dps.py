@@ -15,7 +15,8 @@ self-healing counters summed over the nodes. On the topic mapping the false posi
 relay load of the root and of the traversal (spec §5.1: none is a subscriber that fails to match).
 
 Per node (``stats.parquet``, whole run): messages sent = event copies + DPS control messages,
-divided by the events published: the mean and the max over nodes (spec Fig. 3c/d, over the run
+and messages received = event copies (duplicates too) + DPS control messages, each divided by
+the events published: the mean, median and max over nodes (spec Fig. 3(c)-(g), over the run
 instead of 100-step windows). The root: the nodes that lead a root group (``dps.roots_led``),
 their share of the events they received and of all event copies, set beside the busiest node.
 """
@@ -76,12 +77,15 @@ class DpsAnalysis(ProtocolAnalysis):
             sent = {k: v.get("events_sent", 0) + v.get("msgs_sent.dps", 0) for k, v in c.items()}
             per_event = sorted(s / len(events) for s in sent.values())
             received = {k: v.get("events_received", 0) for k, v in c.items()}
+            incoming = sorted((received[k] + v.get("dps.received", 0)) / len(events) for k, v in c.items())
             copies = sum(received.values()) or 1
             roots = sorted(k for k, v in c.items() if v.get("dps.roots_led", 0))
             busiest = max(received, key=lambda k: (received[k], -k))
             out.update({
                 "messages_per_node_per_event": {"mean": statistics.fmean(per_event), "median": statistics.median(per_event),
                                                 "max": per_event[-1]},
+                "received_per_node_per_event": {"mean": statistics.fmean(incoming), "median": statistics.median(incoming),
+                                                 "max": incoming[-1]},
                 "trees": sum(v.get("dps.roots_led", 0) for v in c.values()),
                 "groups": sum(v.get("dps.groups_led", 0) - v.get("dps.roots_led", 0) for v in c.values()),
                 "subscription_retries": sum(v.get("dps.retries", 0) for v in c.values()),

@@ -195,6 +195,25 @@ def test_content_events_reach_exactly_the_matching_subscribers_of_two_attribute_
         assert want <= got.get(s["event_id"], set())
 
 
+@pytest.mark.parametrize("comm", ["leader", "epidemic"])
+def test_a_subscriber_that_locates_the_root_again_before_each_publication_still_serves_the_groups_it_leads(comm):
+    """owner_ttl_steps=0: every publication waits for the seed's answer before its copy goes to
+    the root, but the groups the publisher leads are routed at once (the root's copy comes back
+    to them as a duplicate): every matching subscriber gets every event."""
+    rng = random.Random(5)
+    filters = [f"?x>={lo}&x<={lo + rng.randrange(5, 40)}&y>={rng.randrange(0, 50)}" for lo in rng.choices(range(80), k=40)]
+    sim = network([[], *[[f] for f in filters]], stagger_s=0.05, comm=comm, owner_ttl_steps=0)
+    sim.run_until(15)
+    events = [(rng.randrange(1, 41), {"x": rng.randrange(100), "y": rng.randrange(100)}) for _ in range(20)]
+    publish_each(sim, 15, [(p, format_event(e)) for p, e in events], gap=0.1)
+    sim.run_until(25)
+    pubs = sorted((s for s in spans(sim) if s["name"] == "publish"), key=lambda s: s["time_ns"])
+    got = delivered_to(sim, 15)
+    for s, (p, e) in zip(pubs, events, strict=True):
+        assert got.get(s["event_id"], set()) - {p} == {i + 1 for i, f in enumerate(filters) if parse_filter(f).matches(e)} - {p}
+    assert sum(core.layers[LAYER].counts["relocated"] for core in sim.nodes.values()) >= len(events) - 2
+
+
 @pytest.mark.parametrize("traversal", ["root", "generic"])
 def test_epidemic_topic_groups_gossip_events_to_their_members_and_to_nobody_else(traversal):
     """Groups of 14 to 27 members with views of 10 and k = k' = 2 (spec defaults): gossip

@@ -9,6 +9,7 @@ import yaml
 from controller.experiment.schema import load_experiment
 from controller.reproduce import registry, select
 from controller.reproduce.claims import CLAIMS, Expect, mean_sd
+from controller.reproduce.papers import dps
 from controller.reproduce.runner import judge, needed
 
 pytestmark = pytest.mark.unit
@@ -153,3 +154,27 @@ def test_rings_degree_slope_is_one_for_linear_growth_and_skips_thin_bins():
     bins = [{"subscriptions_from": 2 ** k, "nodes": 10, "mean_rings_degree": 3 * 2 ** k} for k in range(6)]
     bins.append({"subscriptions_from": 128, "nodes": 1, "mean_rings_degree": 1.0})
     assert rings_degree_slope({"protocol_metrics": {"rings_degree_by_subscriptions": bins}}) == pytest.approx(1.0)
+
+
+def test_fig_3_load_claims_read_each_variant_s_runs_and_judge_trends_by_ratio():
+    """R9-R12 from made-up summaries in the runs' order (variant, then setting): leader-based
+    root whose max node grows, epidemic flat and under half of it, generic flat."""
+    def summary(sent_median, sent_max, received_median, received_max):
+        return {"protocol_metrics": {"messages_per_node_per_event": {"median": sent_median, "max": sent_max},
+                                     "received_per_node_per_event": {"median": received_median, "max": received_max}}}
+    leader_root = [summary(0.05, m, 1.0, m) for m in (10, 20, 40)]
+    epidemic_root = [summary(3.0, 8, 2.5, 9) for _ in range(3)]
+    leader_generic = [summary(0.05, m, 1.0, 12) for m in (10, 19, 38)]
+    claims = {c.id: c for c in dps.claims()}
+    load = leader_root + epidemic_root + leader_generic
+    assert claims["R10"].check.metric(load) == [2.5, 1.0]
+    assert claims["R11"].check.metric(load) == [4.0, 0.05, 0.2]
+    assert claims["R12"].check.metric(load) == [4.0, 1.0, 40 / 38]
+    for cid in ("R10", "R11", "R12"):
+        expect, _ = claims[cid].check.at("quick")
+        assert expect.verdict(claims[cid].check.metric(load)) == "reproduced"
+    flat_leader = [summary(0.05, 10, 1.0, 10)] * 3 + epidemic_root + leader_generic
+    assert claims["R11"].check.at("quick")[0].verdict(claims["R11"].check.metric(flat_leader)) == "not reproduced"
+    scale = [summary(0.05, m, 1.0, m) for m in (10, 15, 20)] + [summary(3.0, 8, 2.5, 9)] * 3
+    assert claims["R9"].check.metric(scale) == [1.0, 1.0, 1.0, 2.0]
+    assert claims["R9"].check.at("quick")[0].verdict(claims["R9"].check.metric(scale)) == "reproduced"

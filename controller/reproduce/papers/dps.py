@@ -1,6 +1,8 @@
 """DPS's claims (design spec dps.md §7): Table 1's matching, contacted and false-positive shares
 on the three content workloads (quick: 1,000 nodes and 300 events; paper: 10,000 and 1,000),
-generic traversal, leader-based, no failures."""
+generic traversal, leader-based, no failures (R1-R5); the delivered ratio under steady crashes and
+a burst, with heartbeat failure detection (Fig. 3(a)/(b), R6-R8); messages per node per event as
+the system and the subscriptions grow (Fig. 3(c)-(g), R9-R12)."""
 
 from __future__ import annotations
 
@@ -86,9 +88,84 @@ CHECKS["R8"] = Check({"quick": (Run(BURST),), "paper": (Run(BURST),)},
                      x=("lowest 100-step window", "after the burst"), x_label="delivered ratio", beside=ORACLE,
                      note="generic traversal, leader-based; 500 crashes in steps 1,000-2,000: the lowest delivered "
                           "ratio of a 100-step window, then over the events published 100 steps after the last crash")
-FIG3 = "Fig. 3(c)-(g) have no experiment file yet (issue #54)"
-NOT_TESTABLE = {"R14": "qualitative conclusions: the other claims' verdicts stand for them",
-                "R9": FIG3, "R10": FIG3, "R11": FIG3, "R12": FIG3}
+
+# Fig. 3(c)-(g): messages per node per event, the median and the max node, over whole runs (the
+# paper: 100-step windows of one run that grows). Trends as ratios of the largest setting's value
+# to the smallest's: "flat" within a factor 1.5 either way, "grows" by at least 1.2 (choices).
+FLAT, GROWS = Expect("between", (0.67, 1.5)), Expect(">=", 1.2)
+SIZES = {"quick": (250, 500, 1000), "paper": (1000, 1500, 2000, 2500)}
+SUBS = {"quick": (1, 3, 6), "paper": (1, 4, 10)}
+LOAD_VARIANTS = (("leader", "root"), ("epidemic", "root"), ("leader", "generic"))
+LOAD_OPTIONS = {"counting": "whole runs, joins included (the paper: 100-step windows of one growing run)",
+                "failure detection": "none needed (no failures)", "tree location": OPTIONS["tree location"]}
+
+
+def scale_runs() -> dict[str, tuple[Run, ...]]:
+    """E4: root traversal, leader-based then epidemic, at each size (size fastest)."""
+    return {scale: tuple(Run("experiments/dps-scale.yaml", (f"protocol.params.comm={c}", f"nodes.count={n}",
+                                                            *(("publications.count=100",) if scale == "quick" else ())))
+                         for c in ("leader", "epidemic") for n in ns)
+            for scale, ns in SIZES.items()}
+
+
+def load_runs() -> dict[str, tuple[Run, ...]]:
+    """E5 and E6: each of ``LOAD_VARIANTS`` at each subscription count (count fastest)."""
+    quick = ("nodes.count=300", "publications.count=100")
+    return {scale: tuple(Run("experiments/dps-load.yaml", (f"protocol.params.comm={c}", f"protocol.params.traversal={t}",
+                                                           f"workload.subscriptions.min={k}", f"workload.subscriptions.max={k}",
+                                                           *(quick if scale == "quick" else ())))
+                         for c, t in LOAD_VARIANTS for k in ks)
+            for scale, ks in SUBS.items()}
+
+
+def series(s: list[dict], variant: int, variants: int, metric: str, stat: str) -> list[float]:
+    """``stat`` (median, max) of ``metric`` per node per event for one variant, over its settings."""
+    n = len(s) // variants
+    return [x["protocol_metrics"][metric][stat] for x in s[variant * n:(variant + 1) * n]]
+
+
+def growth(values: list[float]) -> float:
+    return values[-1] / values[0] if values[0] else float("inf")
+
+
+SENT, RECEIVED = "messages_per_node_per_event", "received_per_node_per_event"
+CHECKS["R9"] = Check(scale_runs(),
+                     lambda s: [growth(series(s, 1, 2, SENT, "median")), growth(series(s, 1, 2, SENT, "max")),
+                                growth(series(s, 0, 2, SENT, "median")), growth(series(s, 0, 2, SENT, "max"))],
+                     Expect("all", [FLAT, FLAT, FLAT, GROWS]), LOAD_OPTIONS,
+                     x=("epidemic median", "epidemic max", "leader median", "leader max"),
+                     x_label="sent per event: largest N ÷ smallest",
+                     note="root traversal; messages sent per node per event (event copies and control), median and max "
+                          "node, at the largest size over the smallest (quick: 250 to 1,000 nodes, paper: 1,000 to 2,500); "
+                          "flat: within a factor 1.5, grows: by 1.2 or more")
+CHECKS["R10"] = Check(load_runs(),
+                      lambda s: [min(e / max(le, 1e-9) for e, le in zip(series(s, 1, 3, RECEIVED, "median"),
+                                                                     series(s, 0, 3, RECEIVED, "median"))),
+                                 growth(series(s, 0, 3, RECEIVED, "median"))],
+                      Expect("all", [Expect(">=", 1.0), FLAT]), LOAD_OPTIONS,
+                      x=("epidemic ÷ leader median, least", "leader median growth"), x_label="received per event",
+                      note="root traversal; messages received per node per event (event copies, duplicates too, and "
+                           "control): the median node's under epidemic over leader-based at each subscription count (the "
+                           "least), and leader-based's at the most subscriptions over the fewest (flat: within 1.5)")
+CHECKS["R11"] = Check(load_runs(),
+                      lambda s: [growth(series(s, 0, 3, SENT, "max")), series(s, 0, 3, SENT, "median")[-1],
+                                 series(s, 1, 3, SENT, "max")[-1] / series(s, 0, 3, SENT, "max")[-1]],
+                      Expect("all", [GROWS, Expect("<=", 0.1), Expect("<=", 0.5)]), LOAD_OPTIONS,
+                      x=("leader max growth", "leader median", "epidemic max ÷ leader max"), x_label="sent per event",
+                      note="root traversal; messages sent per node per event: leader-based's max node at the most "
+                           "subscriptions over the fewest (grows: 1.2 or more), its median node at the most (the paper: 0; "
+                           "here at most 0.1 per event, the subscription's own messages spread over the run), and "
+                           "epidemic's max over leader-based's at the most subscriptions (the paper: under half)")
+CHECKS["R12"] = Check(load_runs(),
+                      lambda s: [growth(series(s, 0, 3, RECEIVED, "max")), growth(series(s, 2, 3, RECEIVED, "max")),
+                                 series(s, 0, 3, SENT, "max")[-1] / series(s, 2, 3, SENT, "max")[-1]],
+                      Expect("all", [GROWS, FLAT, FLAT]), LOAD_OPTIONS,
+                      x=("root max received growth", "generic max received growth", "root ÷ generic max sent"),
+                      x_label="per event",
+                      note="leader-based; messages received per node per event, the max node (root traversal: the owner), "
+                           "at the most subscriptions over the fewest (grows: 1.2 or more; generic: flat, within 1.5), and "
+                           "the max node's sent, root over generic, at the most subscriptions (the paper: nearly the same)")
+NOT_TESTABLE = {"R14": "qualitative conclusions: the other claims' verdicts stand for them"}
 
 
 def claims() -> list[Claim]:

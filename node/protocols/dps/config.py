@@ -90,7 +90,8 @@ class DpsConfig:
                                     self.fd_min_steps, self.silence_steps, self.fanout, self.next_fanout,
                                     self.sub_fanout, self.max_forwards, self.view_size, self.group_contacts,
                                     self.root_replicas) < 1 \
-                or min(self.co_leaders, self.repair_window_steps, self.seed_backups, self.probe_misses, self.owner_ttl_steps) < 0 or not 0 < self.p0 <= 1:
+                or min(self.co_leaders, self.repair_window_steps, self.seed_backups, self.probe_misses, self.owner_ttl_steps) < 0 \
+                or not 0 < self.p0 <= 1:
             raise ValueError("step_ms must be positive, p0 in (0, 1], co_leaders, repair_window_steps, seed_backups, probe_misses "
                              "and owner_ttl_steps "
                              "at least 0 "

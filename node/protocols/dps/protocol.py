@@ -218,7 +218,7 @@ class Dps(Layer):
         self._req = 0
         self._seq = 0
         self.counts = dict.fromkeys(("retries", "pub_tree_missing", "stale", "buffered", "suspected", "takeovers",
-                                     "promoted", "reattached", "adopted", "resubscribed", "repaired", "relocated"), 0)
+                                     "promoted", "reattached", "adopted", "resubscribed", "repaired", "relocated", "received"), 0)
         self.route: DpsRoute  # the stack's rule, set by ``build``: where held and buffered events go
 
     @property
@@ -372,6 +372,7 @@ class Dps(Layer):
     def on_message(self, src: NodeId, msg: Message, now: float) -> list[Action]:
         if not isinstance(msg, Signal) or msg.layer != LAYER:
             raise RemoteProtocolError(f"dps takes its own signals, not {type(msg).__name__}")
+        self.counts["received"] += 1  # incoming control messages (event copies are the stack's events_received)
         self.unanswered.pop(src, None)  # any word is a heartbeat
         for tree, owner in self.owners.items():
             if owner.node_id == src:

@@ -97,11 +97,11 @@ class DpsRoute(Dissemination):
                 continue
             if self.config.traversal == "root" or not mine:
                 root = layer.fresh_owner(tree, self.stack.now)
-                if root is None:  # located again first (its held events go at the answer)
+                if root is None:  # located again first: the root's copy goes at the answer
                     layer.held.setdefault(tree, []).append(event)
-                    continue
-                out[root.node_id] = root
-                layer.published_into.add(tree)
+                else:
+                    out[root.node_id] = root
+                    layer.published_into.add(tree)
                 for m in mine:  # the root's copy would come back to a group led here as a duplicate
                     if layer.leads(m):
                         out.update((d.node_id, d) for d in self._route(m, v, event, True, None, seen))
